@@ -1,0 +1,61 @@
+# llmforge.cluster — `make demo` brings up a 3-node Slurm cluster in local containers,
+# `make test` runs every check. Both work on a fresh Debian machine as root.
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+VENV ?= .venv
+PYTHON ?= python3
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/collections
+export PYTHONPATH := $(CURDIR)/collections
+export MOLECULE_IMAGE ?= llmforge/debian13-systemd:latest
+SCENARIOS ?= $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
+
+.PHONY: help venv docker image unit lint sanity build molecule test demo demo-down clean
+
+help:
+	@echo "make demo       3-node Slurm cluster in local containers (ctl1, gpu1, gpu2), then sinfo and a GPU job"
+	@echo "make demo-down  remove the demo containers"
+	@echo "make test       unit tests, linters, ansible-test sanity, collection build and every Molecule scenario"
+
+$(VENV)/.installed: requirements-dev.txt requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -r requirements-dev.txt
+	touch $@
+
+venv: $(VENV)/.installed
+
+docker:
+	bash scripts/ensure-docker.sh
+
+image: docker
+	bash molecule/resources/build-image.sh
+
+unit: venv
+	pytest -q tests/unit
+
+lint: venv
+	yamllint --strict .
+	ansible-lint --profile production
+
+sanity: venv
+	bash scripts/sanity.sh
+
+build: venv
+	bash scripts/build-collection.sh
+
+molecule: venv image
+	for s in $(SCENARIOS); do molecule test --scenario-name $$s; done
+
+test: unit lint sanity build molecule
+
+demo: venv image
+	bash scripts/demo.sh
+
+demo-down: venv
+	molecule destroy --scenario-name cluster
+
+clean:
+	rm -rf build tests/output

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Build the local systemd test image (Debian 13) with mmdebstrap + docker import.
+# No container registry is needed; set MOLECULE_IMAGE to use an image of your own instead.
+set -euo pipefail
+
+image="${MOLECULE_IMAGE:-llmforge/debian13-systemd:latest}"
+suite="${LLMFORGE_TEST_SUITE:-trixie}"
+
+if docker image inspect "$image" >/dev/null 2>&1; then
+    echo "build-image: $image already present"
+    exit 0
+fi
+if [[ "$image" != llmforge/* ]]; then
+    echo "build-image: MOLECULE_IMAGE=$image is not present locally; pull or build it first" >&2
+    exit 1
+fi
+
+if ! command -v mmdebstrap >/dev/null 2>&1; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq mmdebstrap >/dev/null
+fi
+
+workdir="$(mktemp -d)"
+trap 'rm -rf "$workdir"' EXIT
+
+# What Ansible and systemd need inside a container; everything the roles install comes later, for real.
+packages=python3,python3-apt,systemd,systemd-sysv,dbus,iproute2,procps,ca-certificates,gnupg,sudo,less
+
+echo "build-image: bootstrapping $suite into a rootfs tarball"
+mmdebstrap --variant=minbase --include="$packages" \
+    --customize-hook='rm -f "$1"/etc/machine-id "$1"/var/lib/dbus/machine-id; touch "$1"/etc/machine-id' \
+    --customize-hook='for u in getty@tty1 console-getty systemd-networkd-wait-online; do chroot "$1" systemctl mask $u.service >/dev/null 2>&1 || true; done' \
+    "$suite" "$workdir/rootfs.tar"
+
+docker import \
+    -c 'CMD ["/lib/systemd/systemd"]' \
+    -c 'ENV container=docker' \
+    "$workdir/rootfs.tar" "$image" >/dev/null
+echo "build-image: built $image"

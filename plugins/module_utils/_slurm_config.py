@@ -1,0 +1,153 @@
+# Copyright: (c) 2026, llmforge.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Build slurm.conf node lines, gres.conf lines and cgroup.conf settings from per-host facts.
+
+Pure Python with no Ansible import. Hosts with identical hardware collapse into one line whose
+name is a compressed hostlist, so a 4,096-node cluster renders a handful of NodeName lines.
+Bad input raises ``ValueError`` naming the group, host or field.
+"""
+
+from __future__ import annotations
+
+import typing as t
+
+from ansible_collections.llmforge.cluster.plugins.module_utils._hostlist import compress
+
+# Order of the hardware keys on a NodeName line, as `slurmd -C` prints them.
+NODE_KEYS = ('CPUs', 'Boards', 'SocketsPerBoard', 'Sockets', 'CoresPerSocket', 'ThreadsPerCore',
+             'RealMemory', 'Gres', 'Features', 'Weight', 'State')
+GRES_AUTODETECT_MODES = ('nvml', 'nvidia', 'off')
+
+
+def node_group_members(node_groups: t.Sequence[str], groups: t.Mapping[str, t.Sequence[str]]) -> dict[str, str]:
+    """Map each compute host to its node group; an empty/missing group or a host in two groups is an error."""
+    if not node_groups:
+        raise ValueError('slurm_common_node_groups is empty: name at least one inventory group of compute nodes')
+    member_of: dict[str, str] = {}
+    for group in node_groups:
+        hosts = groups.get(group)
+        if not hosts:
+            raise ValueError(f"node group '{group}' (slurm_common_node_groups) has no hosts in the inventory")
+        for host in hosts:
+            if host in member_of:
+                raise ValueError(f"host '{host}' is in two node groups, '{member_of[host]}' and '{group}': "
+                                 'a Slurm node must belong to exactly one')
+            member_of[host] = group
+    return member_of
+
+
+def _require_int(host: str, facts: t.Mapping[str, t.Any], key: str) -> int:
+    value = facts.get(key)
+    if value is None or isinstance(value, bool):
+        raise ValueError(f"host '{host}': fact '{key}' is missing; gather facts on it first (is it reachable?)")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"host '{host}': fact '{key}' is not a number: {value!r}") from None
+
+
+def gres_string(host: str, gpu_count: t.Any, gpu_type: t.Any) -> t.Optional[str]:
+    """`gpu:<type>:<count>`, `gpu:<count>` or None for a node without GPUs."""
+    if isinstance(gpu_count, bool):
+        raise ValueError(f"host '{host}': gpu_count must be a whole number, got {gpu_count!r}")
+    try:
+        count = int(gpu_count)
+    except (TypeError, ValueError):
+        raise ValueError(f"host '{host}': gpu_count must be a whole number, got {gpu_count!r}") from None
+    if count < 0:
+        raise ValueError(f"host '{host}': gpu_count must not be negative, got {count}")
+    if count == 0:
+        return None
+    if gpu_type in (None, ''):
+        return f'gpu:{count}'
+    gpu_type = str(gpu_type)
+    if not gpu_type.replace('_', '').replace('-', '').isalnum():
+        raise ValueError(f"host '{host}': gpu_type {gpu_type!r} may hold only letters, digits, '_' and '-'")
+    return f'gpu:{gpu_type}:{count}'
+
+
+def node_hardware(host: str, facts: t.Mapping[str, t.Any], real_memory_percent: int,
+                  gres: t.Optional[str], extra: t.Optional[t.Mapping[str, t.Any]] = None) -> dict[str, t.Any]:
+    """One node's NodeName attributes from its Ansible hardware facts (un-prefixed fact names)."""
+    if not 50 <= real_memory_percent <= 100:
+        raise ValueError(f'real memory percent must be between 50 and 100, got {real_memory_percent}')
+    sockets = _require_int(host, facts, 'processor_count')
+    cores = _require_int(host, facts, 'processor_cores')
+    threads = _require_int(host, facts, 'processor_threads_per_core')
+    memtotal_mb = _require_int(host, facts, 'memtotal_mb')
+    attrs: dict[str, t.Any] = {
+        'CPUs': sockets * cores * threads,
+        'Sockets': sockets,
+        'CoresPerSocket': cores,
+        'ThreadsPerCore': threads,
+        # Below physical memory, or slurmd registers less than configured and the node drains.
+        'RealMemory': memtotal_mb * real_memory_percent // 100,
+    }
+    if gres:
+        attrs['Gres'] = gres
+    for key, value in (extra or {}).items():
+        if key == 'NodeName':
+            raise ValueError(f"host '{host}': slurm_node_config may not set NodeName")
+        attrs[key] = value
+    attrs.setdefault('State', 'UNKNOWN')
+    return attrs
+
+
+def _line_key(attrs: t.Mapping[str, t.Any]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, format_value(v)) for k, v in attrs.items()))
+
+
+def collapse(records: t.Mapping[str, t.Mapping[str, t.Any]]) -> list[dict[str, t.Any]]:
+    """Group hosts whose attributes are identical; each result has 'hosts' (a hostlist) and 'attrs'."""
+    by_attrs: dict[tuple[tuple[str, str], ...], list[str]] = {}
+    first_attrs: dict[tuple[tuple[str, str], ...], t.Mapping[str, t.Any]] = {}
+    for host, attrs in records.items():
+        key = _line_key(attrs)
+        by_attrs.setdefault(key, []).append(host)
+        first_attrs.setdefault(key, attrs)
+    lines = [{'hosts': compress(hosts), 'attrs': dict(first_attrs[key])} for key, hosts in by_attrs.items()]
+    return sorted(lines, key=lambda line: line['hosts'])
+
+
+def format_value(value: t.Any) -> str:
+    """slurm.conf spelling of a value: YES/NO for booleans, commas between list items."""
+    if isinstance(value, bool):
+        return 'YES' if value else 'NO'
+    if isinstance(value, (list, tuple)):
+        return ','.join(format_value(v) for v in value)
+    return str(value)
+
+
+def render_line(keyword: str, name: str, attrs: t.Mapping[str, t.Any], order: t.Sequence[str] = NODE_KEYS) -> str:
+    """`Keyword=name K=V ...` with known keys in `order` first, then the rest alphabetically."""
+    known = [k for k in order if k in attrs]
+    rest = sorted(k for k in attrs if k not in order)
+    parts = [f'{keyword}={name}'] + [f'{k}={format_value(attrs[k])}' for k in known + rest]
+    return ' '.join(parts)
+
+
+def gres_attrs(host: str, autodetect: t.Optional[str], gpu_type: t.Any, device_paths: t.Sequence[str],
+               gpu_count: int) -> t.Optional[dict[str, t.Any]]:
+    """gres.conf attributes for one node: AutoDetect, or explicit device files."""
+    if gpu_count == 0:
+        return None
+    if autodetect and autodetect != 'off':
+        if autodetect not in GRES_AUTODETECT_MODES:
+            raise ValueError(f"host '{host}': unknown GRES autodetect mode {autodetect!r}")
+        return {'AutoDetect': autodetect}
+    if len(device_paths) < gpu_count:
+        raise ValueError(f"host '{host}': gpu_count is {gpu_count} but only {len(device_paths)} "
+                         f"/dev/nvidiaN devices exist ({', '.join(device_paths) or 'none'})")
+    devices = sorted(device_paths, key=lambda p: int(p.rsplit('nvidia', 1)[-1]))[:gpu_count]
+    attrs: dict[str, t.Any] = {'Name': 'gpu'}
+    if gpu_type not in (None, ''):
+        attrs['Type'] = str(gpu_type)
+    attrs['File'] = compress(devices)
+    return attrs
+
+
+def cgroup_constraints(node_cgroups: t.Mapping[str, t.Mapping[str, t.Any]]) -> dict[str, bool]:
+    """Constrain cores, RAM and devices only where every node's cgroups allow it."""
+    allowed = {'ConstrainCores': 'cores', 'ConstrainRAMSpace': 'memory', 'ConstrainDevices': 'devices'}
+    return {key: bool(node_cgroups) and all(bool(cg.get(fact)) for cg in node_cgroups.values())
+            for key, fact in allowed.items()}

@@ -1,0 +1,233 @@
+# Copyright: (c) 2026, llmforge.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Tests for the Slurm hostlist helpers and the filters built on them."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.llmforge.cluster.plugins.filter.hostlist import FilterModule
+from ansible_collections.llmforge.cluster.plugins.module_utils import _hostlist
+
+FILTERS = FilterModule().filters()
+
+
+# compress ------------------------------------------------------------------
+
+COMPRESS_CASES = [
+    pytest.param(['gpu001', 'gpu002', 'gpu003', 'gpu007', 'login1'], 'gpu[001-003,007],login1', id='brief-example'),
+    pytest.param(['n1', 'n2', 'n10'], 'n[1-2,10]', id='unpadded-numeric-order'),
+    pytest.param(['n10', 'n2', 'n1'], 'n[1-2,10]', id='input-order-irrelevant'),
+    pytest.param(['n01', 'n1', 'n2'], 'n[1-2],n01', id='mixed-widths-stay-apart'),
+    pytest.param(['gpu099', 'gpu100', 'gpu101'], 'gpu[099-101]', id='unpadded-number-of-group-width-joins'),
+    pytest.param(['gpu099', 'gpu1000'], 'gpu099,gpu1000', id='longer-number-stays-apart'),
+    pytest.param(['gpu1-ib', 'gpu2-ib'], 'gpu[1-2]-ib', id='suffix-group'),
+    pytest.param(['gpu1-ib', 'gpu2-ib', 'gpu3'], 'gpu3,gpu[1-2]-ib', id='suffix-splits-groups'),
+    pytest.param(['rack1-n01', 'rack1-n02', 'rack1-n03'], 'rack1-n[01-03]', id='last-digit-run-is-the-number'),
+    pytest.param(['rack1-n01', 'rack2-n01'], 'rack1-n01,rack2-n01', id='earlier-digit-runs-are-prefix'),
+    pytest.param(['gpu001-ib', 'gpu002-ib'], 'gpu[001-002]-ib', id='padded-with-suffix'),
+    pytest.param(['gpu007'], 'gpu007', id='single-host-plain'),
+    pytest.param(['n5', 'n5', 'n6', 'n6'], 'n[5-6]', id='dedupe'),
+    pytest.param(['n3', 'n3'], 'n3', id='dedupe-to-single'),
+    pytest.param(['login', 'admin', 'n1'], 'admin,login,n1', id='names-without-digits'),
+    pytest.param(['login', 'login1', 'login2'], 'login,login[1-2]', id='plain-name-before-its-group'),
+    pytest.param(['n1', 'n3', 'n5'], 'n[1,3,5]', id='no-runs'),
+    pytest.param(['n0', 'n00', 'n1'], 'n[0-1],n00', id='zero-and-padded-zero'),
+    pytest.param(('a1', 'a2'), 'a[1-2]', id='tuple-input'),
+    pytest.param((name for name in ['a1', 'a2']), 'a[1-2]', id='generator-input'),
+    pytest.param([], '', id='empty'),
+]
+
+
+@pytest.mark.parametrize(('names', 'expected'), COMPRESS_CASES)
+def test_compress(names, expected):
+    assert _hostlist.compress(names) == expected
+
+
+COMPRESS_ERRORS = [
+    pytest.param(['gpu1', 5], '5', id='int-item'),
+    pytest.param(['gpu1', None], 'None', id='none-item'),
+    pytest.param(['gpu1', b'gpu2'], "b'gpu2'", id='bytes-item'),
+    pytest.param(['gpu1', ''], "''", id='empty-item'),
+    pytest.param(['gpu[1]'], "'gpu[1]'", id='bracket-in-name'),
+    pytest.param(['a,b'], "'a,b'", id='comma-in-name'),
+    pytest.param([' gpu1'], "' gpu1'", id='whitespace-in-name'),
+    pytest.param('gpu1', "'gpu1'", id='single-string'),
+]
+
+
+@pytest.mark.parametrize(('names', 'bad_part'), COMPRESS_ERRORS)
+def test_compress_rejects(names, bad_part):
+    with pytest.raises(ValueError) as excinfo:
+        _hostlist.compress(names)
+    assert bad_part in str(excinfo.value)
+
+
+# expand --------------------------------------------------------------------
+
+EXPAND_CASES = [
+    pytest.param('gpu[001-003,007],login1', ['gpu001', 'gpu002', 'gpu003', 'gpu007', 'login1'], id='brief-example'),
+    pytest.param('rack[1-2]-n[01-02]', ['rack1-n01', 'rack1-n02', 'rack2-n01', 'rack2-n02'], id='cartesian-product'),
+    pytest.param('n[08-11]', ['n08', 'n09', 'n10', 'n11'], id='padding-kept-past-width-change'),
+    pytest.param('n[099-101]', ['n099', 'n100', 'n101'], id='padding-three'),
+    pytest.param('n[8-11]', ['n8', 'n9', 'n10', 'n11'], id='unpadded'),
+    pytest.param('a,b[1-2],c', ['a', 'b1', 'b2', 'c'], id='mixed-items'),
+    pytest.param(' a , b[1-2] ,c ', ['a', 'b1', 'b2', 'c'], id='whitespace-stripped'),
+    pytest.param('n[1, 3-4]', ['n1', 'n3', 'n4'], id='whitespace-in-brackets'),
+    pytest.param('gpu[1-2]-ib', ['gpu1-ib', 'gpu2-ib'], id='suffix'),
+    pytest.param('n[3,1-2]', ['n3', 'n1', 'n2'], id='written-order-kept'),
+    pytest.param('n1,n[1-2]', ['n1', 'n1', 'n2'], id='duplicates-kept'),
+    pytest.param('n[5-5]', ['n5'], id='one-number-range'),
+    pytest.param('n[007]', ['n007'], id='single-padded-number'),
+    pytest.param('[1-3]', ['1', '2', '3'], id='bare-group'),
+    pytest.param('login', ['login'], id='plain-name'),
+    pytest.param('', [], id='empty'),
+    pytest.param('   ', [], id='blank'),
+]
+
+
+@pytest.mark.parametrize(('expr', 'expected'), EXPAND_CASES)
+def test_expand(expr, expected):
+    assert _hostlist.expand(expr) == expected
+
+
+EXPAND_ERRORS = [
+    pytest.param('gpu[1-2', "unclosed '['", 'gpu[1-2', id='unclosed-bracket'),
+    pytest.param('gpu1-2]', "unbalanced ']'", 'gpu1-2]', id='stray-close-bracket'),
+    pytest.param('gpu[1[2]]', "nested '['", 'gpu[1[2]]', id='nested-brackets'),
+    pytest.param('gpu[5-3]', 'reversed range', '5-3', id='reversed-range'),
+    pytest.param('a,,b', 'empty item', 'a,,b', id='double-comma'),
+    pytest.param(',a', 'empty item', ',a', id='leading-comma'),
+    pytest.param('a,', 'empty item', 'a,', id='trailing-comma'),
+    pytest.param('gpu[]', 'empty bracket group', 'gpu[]', id='empty-brackets'),
+    pytest.param('gpu[1,]', 'empty range', 'gpu[1,]', id='empty-range'),
+    pytest.param('gpu[a-b]', 'invalid range', 'a-b', id='letters-range'),
+    pytest.param('gpu[1-x]', 'invalid range', '1-x', id='letter-end'),
+    pytest.param('gpu[1-2-3]', 'invalid range', '1-2-3', id='double-dash'),
+    pytest.param('gpu[-3]', 'invalid range', '-3', id='missing-start'),
+    pytest.param('n[0-999999999]', 'over the limit', 'n[0-999999999]', id='cap-one-group'),
+    pytest.param('a[0-999]b[0-999]c[0-9]', 'over the limit', 'a[0-999]b[0-999]c[0-9]', id='cap-product'),
+    pytest.param('a[1-600000],b[1-600000]', 'over the limit', 'b[1-600000]', id='cap-total'),
+]
+
+
+@pytest.mark.parametrize(('expr', 'problem', 'bad_part'), EXPAND_ERRORS)
+def test_expand_rejects(expr, problem, bad_part):
+    with pytest.raises(ValueError) as excinfo:
+        _hostlist.expand(expr)
+    message = str(excinfo.value)
+    assert problem in message
+    assert repr(bad_part) in message
+
+
+def test_expand_rejects_non_string():
+    with pytest.raises(ValueError, match='list'):
+        _hostlist.expand(['gpu1'])
+
+
+def test_expand_allows_exactly_the_cap():
+    assert len(_hostlist.expand(f'n[1-{_hostlist.MAX_EXPANSION}]')) == _hostlist.MAX_EXPANSION
+
+
+# round trips ---------------------------------------------------------------
+
+PREFIXES = ['gpu', 'n', 'node-', 'rack1-n', 'r2-c3-', 'a', '']
+SUFFIXES = ['', '-ib', '.lan', 'x']
+PLAIN_NAMES = ['login', 'admin', 'head-node', 'db']
+
+
+def random_hostname(rng: random.Random) -> str:
+    """Make a host name with varied prefixes, suffixes, padding and digit lengths."""
+    if rng.random() < 0.05:
+        return rng.choice(PLAIN_NAMES)
+    number = rng.choice([rng.randint(0, 20), rng.randint(0, 150), rng.randint(0, 5000)])
+    width = rng.choice([0, 0, 2, 3, 4])
+    return f'{rng.choice(PREFIXES)}{str(number).zfill(width)}{rng.choice(SUFFIXES)}'
+
+
+def random_hostnames(seed: int) -> list[str]:
+    """Make a list of host names, duplicates included, from a seed."""
+    rng = random.Random(seed)
+    return [random_hostname(rng) for _ in range(rng.randint(1, 120))]
+
+
+ROUND_TRIP_SEEDS = range(300)
+
+
+@pytest.mark.parametrize('seed', ROUND_TRIP_SEEDS)
+def test_round_trip(seed):
+    names = random_hostnames(seed)
+    compressed = _hostlist.compress(names)
+    assert sorted(set(_hostlist.expand(compressed))) == sorted(set(names))
+    # Compressing the expansion again must land on the same text.
+    assert _hostlist.compress(_hostlist.expand(compressed)) == compressed
+
+
+@pytest.mark.parametrize('seed', range(20))
+def test_compress_ignores_input_order(seed):
+    names = random_hostnames(seed)
+    shuffled = list(names)
+    random.Random(seed).shuffle(shuffled)
+    assert _hostlist.compress(shuffled) == _hostlist.compress(names)
+
+
+def test_compressed_expansion_has_no_duplicates():
+    names = random_hostnames(12345)
+    expanded = _hostlist.expand(_hostlist.compress(names))
+    assert len(expanded) == len(set(expanded))
+
+
+# filter plugin -------------------------------------------------------------
+
+def test_filter_module_exposes_both_filters():
+    assert set(FILTERS) == {'hostlist_compress', 'hostlist_expand'}
+
+
+def test_filter_compress():
+    assert FILTERS['hostlist_compress'](['gpu001', 'gpu002', 'gpu003', 'gpu007', 'login1']) == 'gpu[001-003,007],login1'
+
+
+def test_filter_expand():
+    assert FILTERS['hostlist_expand']('rack[1-2]-n[01-02]') == ['rack1-n01', 'rack1-n02', 'rack2-n01', 'rack2-n02']
+
+
+@pytest.mark.parametrize(('value', 'bad_part'), [
+    pytest.param('gpu1', 'str', id='string'),
+    pytest.param({'gpu1': 1}, 'dict', id='dict'),
+    pytest.param(7, 'int', id='int'),
+    pytest.param(None, 'NoneType', id='none'),
+    pytest.param(['gpu1', 3], '3', id='non-string-item'),
+    pytest.param(['gpu1', ''], "''", id='empty-item'),
+])
+def test_filter_compress_errors(value, bad_part):
+    with pytest.raises(AnsibleFilterError) as excinfo:
+        FILTERS['hostlist_compress'](value)
+    message = str(excinfo.value)
+    assert message.startswith('hostlist_compress:')
+    assert bad_part in message
+
+
+@pytest.mark.parametrize(('value', 'bad_part'), [
+    pytest.param(['gpu1'], 'list', id='list'),
+    pytest.param(3, 'int', id='int'),
+    pytest.param(None, 'NoneType', id='none'),
+    pytest.param('gpu[5-3]', "'5-3'", id='reversed-range'),
+    pytest.param('gpu[1-2', "'gpu[1-2'", id='unclosed-bracket'),
+    pytest.param('a,,b', "'a,,b'", id='empty-item'),
+])
+def test_filter_expand_errors(value, bad_part):
+    with pytest.raises(AnsibleFilterError) as excinfo:
+        FILTERS['hostlist_expand'](value)
+    message = str(excinfo.value)
+    assert message.startswith('hostlist_expand:')
+    assert bad_part in message
+
+
+def test_filter_error_keeps_the_cause():
+    with pytest.raises(AnsibleFilterError) as excinfo:
+        FILTERS['hostlist_expand']('gpu[5-3]')
+    assert isinstance(excinfo.value.__cause__, ValueError)
