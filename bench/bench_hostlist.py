@@ -34,7 +34,7 @@ def cluster_names(rng: random.Random) -> list[str]:
 def median_seconds(operation: t.Callable[[], object]) -> float:
     """Run an operation REPEATS times and return the median wall time."""
     timings = []
-    for _ in range(REPEATS):
+    for _repeat in range(REPEATS):
         started = time.perf_counter()
         operation()
         timings.append(time.perf_counter() - started)

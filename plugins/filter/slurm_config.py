@@ -41,7 +41,7 @@ def _node_lines(hostvars, groups, node_groups, real_memory_percent=95):
     for host in _members(groups, node_groups):
         hv = _host_vars(hostvars, host)
         gres = cfg.gres_string(host, _gpu_count(host, hv), hv.get('gpu_type'))
-        records[host] = cfg.node_hardware(host, hv.get('ansible_facts') or {}, int(real_memory_percent), gres,
+        records[host] = cfg.node_hardware(host, hv.get('ansible_facts') or {}, real_memory_percent, gres,
                                           hv.get('slurm_node_config'))
     return [cfg.render_line('NodeName', line['hosts'], line['attrs']) for line in cfg.collapse(records)]
 
@@ -50,9 +50,8 @@ def _gres_lines(hostvars, groups, node_groups):
     records = {}
     for host in _members(groups, node_groups):
         hv = _host_vars(hostvars, host)
-        count = int(_gpu_count(host, hv))
         attrs = cfg.gres_attrs(host, hv.get('slurm_common_gres_autodetect_resolved') or None, hv.get('gpu_type'),
-                               hv.get('slurm_common_gpu_devices') or [], count)
+                               hv.get('slurm_common_gpu_devices') or [], _gpu_count(host, hv))
         if attrs:
             records[host] = attrs
     order = ('AutoDetect', 'Name', 'Type', 'File', 'Cores')
@@ -73,12 +72,19 @@ def _partition_lines(partitions, groups, node_groups):
     members = _members(groups, node_groups)
     if not isinstance(partitions, t.Sequence) or isinstance(partitions, str) or not partitions:
         raise ValueError('slurm_controller_partitions must be a non-empty list of partitions')
-    lines, defaults = [], []
+    lines, defaults, names = [], [], set()
     for index, part in enumerate(partitions):
         if not isinstance(part, t.Mapping) or not part.get('name'):
             raise ValueError(f'slurm_controller_partitions[{index}] needs a name')
         name = str(part['name'])
+        if name in names:
+            raise ValueError(f"partition '{name}' is defined twice in slurm_controller_partitions")
+        names.add(name)
         part_groups = part.get('groups') or []
+        if isinstance(part_groups, str) or not isinstance(part_groups, t.Sequence):
+            raise ValueError(f"partition '{name}': groups must be a list of node groups, got {part_groups!r}")
+        if not isinstance(part.get('default', False), bool):
+            raise ValueError(f"partition '{name}': default must be true or false, got {part.get('default')!r}")
         for group in part_groups:
             if group not in node_groups:
                 raise ValueError(f"partition '{name}': group '{group}' is not one of slurm_common_node_groups "
@@ -98,7 +104,7 @@ def _partition_lines(partitions, groups, node_groups):
 def _conf_lines(mapping):
     if not isinstance(mapping, t.Mapping):
         raise ValueError(f'expected a dictionary of slurm.conf keys, got {type(mapping).__name__}')
-    return [f'{key}={cfg.format_value(value)}' for key, value in mapping.items() if value not in (None, '', [])]
+    return [f'{key}={cfg.format_value(value)}' for key, value in mapping.items() if value is not None and value != '' and not (isinstance(value, (list, tuple, dict)) and not value)]
 
 
 def slurm_node_lines(hostvars, groups, node_groups, real_memory_percent=95):

@@ -23,6 +23,8 @@ def node_group_members(node_groups: t.Sequence[str], groups: t.Mapping[str, t.Se
     """Map each compute host to its node group; an empty/missing group or a host in two groups is an error."""
     if not node_groups:
         raise ValueError('slurm_common_node_groups is empty: name at least one inventory group of compute nodes')
+    if len(set(node_groups)) != len(node_groups):
+        raise ValueError(f"slurm_common_node_groups lists a group twice: {', '.join(node_groups)}")
     member_of: dict[str, str] = {}
     for group in node_groups:
         hosts = groups.get(group)
@@ -46,9 +48,9 @@ def _require_int(host: str, facts: t.Mapping[str, t.Any], key: str) -> int:
         raise ValueError(f"host '{host}': fact '{key}' is not a number: {value!r}") from None
 
 
-def gres_string(host: str, gpu_count: t.Any, gpu_type: t.Any) -> t.Optional[str]:
-    """`gpu:<type>:<count>`, `gpu:<count>` or None for a node without GPUs."""
-    if isinstance(gpu_count, bool):
+def parse_gpu_count(host: str, gpu_count: t.Any) -> int:
+    """gpu_count as a non-negative int; floats, booleans and words are refused, not truncated."""
+    if isinstance(gpu_count, bool) or isinstance(gpu_count, float) and not gpu_count.is_integer():
         raise ValueError(f"host '{host}': gpu_count must be a whole number, got {gpu_count!r}")
     try:
         count = int(gpu_count)
@@ -56,6 +58,25 @@ def gres_string(host: str, gpu_count: t.Any, gpu_type: t.Any) -> t.Optional[str]
         raise ValueError(f"host '{host}': gpu_count must be a whole number, got {gpu_count!r}") from None
     if count < 0:
         raise ValueError(f"host '{host}': gpu_count must not be negative, got {count}")
+    return count
+
+
+def parse_real_memory_percent(value: t.Any) -> int:
+    """slurm_controller_real_memory_percent as an int between 50 and 100."""
+    if isinstance(value, bool):
+        raise ValueError(f'slurm_controller_real_memory_percent must be a whole number, got {value!r}')
+    try:
+        percent = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f'slurm_controller_real_memory_percent must be a whole number, got {value!r}') from None
+    if not 50 <= percent <= 100:
+        raise ValueError(f'slurm_controller_real_memory_percent must be between 50 and 100, got {percent}')
+    return percent
+
+
+def gres_string(host: str, gpu_count: t.Any, gpu_type: t.Any) -> t.Optional[str]:
+    """`gpu:<type>:<count>`, `gpu:<count>` or None for a node without GPUs."""
+    count = parse_gpu_count(host, gpu_count)
     if count == 0:
         return None
     if gpu_type in (None, ''):
@@ -66,11 +87,13 @@ def gres_string(host: str, gpu_count: t.Any, gpu_type: t.Any) -> t.Optional[str]
     return f'gpu:{gpu_type}:{count}'
 
 
-def node_hardware(host: str, facts: t.Mapping[str, t.Any], real_memory_percent: int,
+def node_hardware(host: str, facts: t.Mapping[str, t.Any], real_memory_percent: t.Any,
                   gres: t.Optional[str], extra: t.Optional[t.Mapping[str, t.Any]] = None) -> dict[str, t.Any]:
     """One node's NodeName attributes from its Ansible hardware facts (un-prefixed fact names)."""
-    if not 50 <= real_memory_percent <= 100:
-        raise ValueError(f'real memory percent must be between 50 and 100, got {real_memory_percent}')
+    real_memory_percent = parse_real_memory_percent(real_memory_percent)
+    if extra is not None and not isinstance(extra, t.Mapping):
+        raise ValueError(f"host '{host}': slurm_node_config must be a dictionary of NodeName attributes, "
+                         f'got {type(extra).__name__}')
     sockets = _require_int(host, facts, 'processor_count')
     cores = _require_int(host, facts, 'processor_cores')
     threads = _require_int(host, facts, 'processor_threads_per_core')
@@ -127,8 +150,9 @@ def render_line(keyword: str, name: str, attrs: t.Mapping[str, t.Any], order: t.
 
 
 def gres_attrs(host: str, autodetect: t.Optional[str], gpu_type: t.Any, device_paths: t.Sequence[str],
-               gpu_count: int) -> t.Optional[dict[str, t.Any]]:
+               gpu_count: t.Any) -> t.Optional[dict[str, t.Any]]:
     """gres.conf attributes for one node: AutoDetect, or explicit device files."""
+    gpu_count = parse_gpu_count(host, gpu_count)
     if gpu_count == 0:
         return None
     if autodetect and autodetect != 'off':
@@ -149,5 +173,5 @@ def gres_attrs(host: str, autodetect: t.Optional[str], gpu_type: t.Any, device_p
 def cgroup_constraints(node_cgroups: t.Mapping[str, t.Mapping[str, t.Any]]) -> dict[str, bool]:
     """Constrain cores, RAM and devices only where every node's cgroups allow it."""
     allowed = {'ConstrainCores': 'cores', 'ConstrainRAMSpace': 'memory', 'ConstrainDevices': 'devices'}
-    return {key: bool(node_cgroups) and all(bool(cg.get(fact)) for cg in node_cgroups.values())
+    return {key: bool(node_cgroups) and all(cg.get(fact) is True for cg in node_cgroups.values())
             for key, fact in allowed.items()}

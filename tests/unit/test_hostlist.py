@@ -152,7 +152,7 @@ def random_hostname(rng: random.Random) -> str:
 def random_hostnames(seed: int) -> list[str]:
     """Make a list of host names, duplicates included, from a seed."""
     rng = random.Random(seed)
-    return [random_hostname(rng) for _ in range(rng.randint(1, 120))]
+    return [random_hostname(rng) for _index in range(rng.randint(1, 120))]
 
 
 ROUND_TRIP_SEEDS = range(300)

@@ -1,0 +1,117 @@
+# Copyright: (c) 2026, llmforge.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Behaviour of the converged 3-container cluster: what an operator checks after bring-up."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+import testinfra
+
+CONTROLLER = 'ctl1'
+NODES = ('gpu1', 'gpu2')
+ALL_HOSTS = (CONTROLLER,) + NODES
+
+
+@pytest.fixture(scope='module')
+def hosts():
+    return {name: testinfra.get_host(f'docker://{name}') for name in ALL_HOSTS}
+
+
+@pytest.fixture(scope='module')
+def ctl(hosts):
+    return hosts[CONTROLLER]
+
+
+def wait_for(check, timeout=90, interval=2):
+    """Poll `check` until it returns a truthy value; the last value is returned either way."""
+    deadline = time.monotonic() + timeout
+    result = check()
+    while not result and time.monotonic() < deadline:
+        time.sleep(interval)
+        result = check()
+    return result
+
+
+def job_state(ctl, job_id):
+    out = ctl.check_output(f'sacct -X -n -P -j {job_id} -o State')
+    return out.strip().splitlines()[0] if out.strip() else ''
+
+
+@pytest.mark.parametrize('source', ALL_HOSTS)
+def test_munge_credentials_decode_on_every_other_node(hosts, source):
+    credential = hosts[source].check_output('munge -n')
+    for target in ALL_HOSTS:
+        if target == source:
+            continue
+        result = hosts[target].run(f"echo '{credential}' | unmunge")
+        assert result.rc == 0, f'{target} could not decode a credential from {source}: {result.stderr}'
+        assert 'STATUS:          Success' in result.stdout
+
+
+def test_munge_key_is_one_private_1024_byte_key(hosts):
+    digests = set()
+    for name, host in hosts.items():
+        key = host.file('/etc/munge/munge.key')
+        assert key.user == 'munge' and key.mode == 0o400, name
+        assert key.size == 1024, name
+        digests.add(host.check_output('sha256sum /etc/munge/munge.key').split()[0])
+    assert len(digests) == 1, 'munge keys differ between nodes'
+
+
+def test_nodes_fetch_their_configuration_from_the_controller(hosts):
+    for name in NODES:
+        node = hosts[name]
+        assert not node.file('/etc/slurm/slurm.conf').exists, f'{name} has a local slurm.conf (not configless)'
+        assert node.file('/run/slurm/conf/slurm.conf').exists
+        assert '--conf-server ctl1:6817' in node.file('/etc/default/slurmd').content_string
+
+
+def test_accounting_secrets_are_private(ctl):
+    dbd_conf = ctl.file('/etc/slurm/slurmdbd.conf')
+    assert dbd_conf.user == 'slurm' and dbd_conf.mode == 0o600
+    assert 'StoragePass=' in dbd_conf.content_string
+    assert 'StoragePass' not in ctl.file('/etc/slurm/slurm.conf').content_string
+
+
+def test_sinfo_lists_both_nodes_idle_with_eight_gpus(ctl):
+    expected = {f'{node} idle gpu:h200:8' for node in NODES}
+
+    def nodes():
+        return set(ctl.check_output('sinfo -N -h -o "%N %T %G"').splitlines())
+    assert wait_for(lambda: nodes() == expected), nodes()
+
+
+def test_two_node_job_runs_on_both_nodes(ctl):
+    out = ctl.check_output('timeout 120 srun -N2 hostname')
+    assert sorted(out.split()) == sorted(NODES)
+
+
+def test_gpu_request_sets_cuda_visible_devices(ctl):
+    out = ctl.check_output('timeout 120 srun -N1 --gres=gpu:2 printenv CUDA_VISIBLE_DEVICES')
+    devices = out.strip().split(',')
+    assert len(devices) == 2 and all(d.isdigit() for d in devices), out
+
+
+def test_batch_job_is_accounted_completed(ctl):
+    out = ctl.check_output('sbatch --parsable -N1 --gres=gpu:1 -o /dev/null --wrap "hostname"')
+    job_id = out.strip().split(';')[0]
+    assert wait_for(lambda: job_state(ctl, job_id) == 'COMPLETED'), job_state(ctl, job_id)
+    tres = ctl.check_output(f'sacct -X -n -P -j {job_id} -o AllocTRES')
+    assert 'gres/gpu=1' in tres
+
+
+def test_running_job_survives_slurmd_restart(hosts, ctl):
+    out = ctl.check_output('sbatch --parsable -w gpu1 -o /dev/null --wrap "sleep 15"')
+    job_id = out.strip().split(';')[0]
+    assert wait_for(lambda: job_state(ctl, job_id) == 'RUNNING'), job_state(ctl, job_id)
+    hosts['gpu1'].check_output('systemctl restart slurmd')
+    assert hosts['gpu1'].service('slurmd').is_running
+    assert wait_for(lambda: job_state(ctl, job_id) == 'COMPLETED', timeout=120), job_state(ctl, job_id)
+
+
+def test_gres_conf_lists_explicit_devices_without_a_driver(ctl):
+    gres = ctl.file('/etc/slurm/gres.conf').content_string
+    assert re.search(r'^NodeName=gpu\[1-2\] Name=gpu Type=h200 File=/dev/nvidia\[0-7\]$', gres, re.M), gres
