@@ -4,7 +4,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 import time
 
 import pytest
@@ -115,3 +117,16 @@ def test_running_job_survives_slurmd_restart(hosts, ctl):
 def test_gres_conf_lists_explicit_devices_without_a_driver(ctl):
     gres = ctl.file('/etc/slurm/gres.conf').content_string
     assert re.search(r'^NodeName=gpu\[1-2\] Name=gpu Type=h200 File=/dev/nvidia\[0-7\]$', gres, re.M), gres
+
+
+def test_check_mode_on_the_converged_cluster_reports_no_change():
+    """`--check --diff` against a converged cluster must be a no-op: nothing drifts, nothing would restart."""
+    project = os.environ.get('MOLECULE_PROJECT_DIRECTORY') or os.path.abspath(
+        os.path.join(os.path.dirname(__file__), '..', '..', '..'))
+    result = subprocess.run(
+        ['ansible-playbook', 'playbooks/site.yml', '-i', 'inventories/demo', '--check', '--diff'],
+        cwd=project, capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    recap = [line for line in result.stdout.splitlines() if re.match(r'^(ctl1|gpu1|gpu2)\s+:', line)]
+    assert len(recap) == 3, result.stdout[-3000:]
+    assert all('changed=0' in line for line in recap), '\n'.join(recap)
