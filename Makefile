@@ -41,6 +41,7 @@ lint: venv
 	ansible-lint --profile production
 
 sanity: venv
+	command -v shellcheck >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck >/dev/null; }
 	bash scripts/sanity.sh
 
 build: venv

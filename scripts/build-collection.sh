@@ -9,7 +9,8 @@ trap 'rm -rf "$scratch"' EXIT
 
 mkdir -p "$out"
 ansible-galaxy collection build "$root" --output-path "$out" --force
-tarball="$(ls -t "$out"/llmforge-cluster-*.tar.gz | head -n 1)"
+version="$(sed -n 's/^version: *//p' "$root/galaxy.yml")"
+tarball="$out/llmforge-cluster-$version.tar.gz"
 # Only the scratch install may be visible, not the checkout (nor its ansible.cfg).
 export ANSIBLE_COLLECTIONS_PATH="$scratch"
 cd "$scratch"

@@ -156,7 +156,7 @@ def updated_readme(role_dir: Path) -> tuple[str, str]:
     readme = role_dir / 'README.md'
     if not readme.is_file():
         raise DocsError(f'{readme}: missing')
-    head, _, tail = _split(readme)
+    head, _middle, tail = _split(readme)
     current = readme.read_text(encoding='utf-8')
     return current, f'{head}\n{render(role_dir)}{tail}'
 
@@ -193,7 +193,7 @@ def write(dirs: Iterable[Path] | None = None) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n', maxsplit=1)[0])
     parser.add_argument('--check', action='store_true', help='exit 1 when a README is out of date; change nothing')
     parser.add_argument('roles', nargs='*', type=Path, help='role directories (default: every roles/* with argument specs)')
     args = parser.parse_args(argv)

@@ -28,6 +28,8 @@ trap 'rm -rf "$workdir"' EXIT
 packages=python3,python3-apt,systemd,systemd-sysv,dbus,iproute2,procps,ca-certificates,gnupg,sudo,less
 
 echo "build-image: bootstrapping $suite into a rootfs tarball"
+# The hooks run in mmdebstrap's shell, where $1 is the new root: single quotes are meant.
+# shellcheck disable=SC2016
 mmdebstrap --variant=minbase --include="$packages" \
     --customize-hook='rm -f "$1"/etc/machine-id "$1"/var/lib/dbus/machine-id; touch "$1"/etc/machine-id' \
     --customize-hook='for u in getty@tty1 console-getty systemd-networkd-wait-online; do chroot "$1" systemctl mask $u.service >/dev/null 2>&1 || true; done' \

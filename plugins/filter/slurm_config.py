@@ -104,7 +104,12 @@ def _partition_lines(partitions, groups, node_groups):
 def _conf_lines(mapping):
     if not isinstance(mapping, t.Mapping):
         raise ValueError(f'expected a dictionary of slurm.conf keys, got {type(mapping).__name__}')
-    return [f'{key}={cfg.format_value(value)}' for key, value in mapping.items() if value is not None and value != '' and not (isinstance(value, (list, tuple, dict)) and not value)]
+    return [f'{key}={cfg.format_value(value)}' for key, value in mapping.items() if not _is_empty(value)]
+
+
+def _is_empty(value):
+    """A value slurm.conf should not see: None, '', or an empty list/tuple/dict."""
+    return value is None or value == '' or (isinstance(value, (list, tuple, dict)) and not value)
 
 
 def slurm_node_lines(hostvars, groups, node_groups, real_memory_percent=95):

@@ -152,7 +152,7 @@ def test_every_option_default_matches_defaults_main(case):
 @pytest.mark.parametrize('case', CASE_PARAMS)
 def test_required_and_secret_options(case):
     specs = _specs(case.name)
-    required = {ep: {name for _, name, opt in _options({ep: specs[ep]}) if opt.get('required')} for ep in specs}
+    required = {ep: {name for _entry, name, opt in _options({ep: specs[ep]}) if opt.get('required')} for ep in specs}
     assert {ep: names for ep, names in required.items() if names} == {ep: set(n) for ep, n in case.required.items()}
     for entry_point, name, option in _options(specs):
         if name in case.secrets:
@@ -210,7 +210,7 @@ def test_inventory_group_vars_validate_against_the_specs(inventory):
 @pytest.mark.parametrize('case', CASE_PARAMS)
 def test_readme_lists_every_option(case):
     readme = (ROLES_DIR / case.name / 'README.md').read_text(encoding='utf-8')
-    names = {name for _, name, _ in _options(_specs(case.name))} | set(case.readme_mentions)
+    names = {name for _entry, name, _opt in _options(_specs(case.name))} | set(case.readme_mentions)
     missing = sorted(name for name in names if name not in readme)
     assert not missing, f'roles/{case.name}/README.md does not mention {missing}'
     assert len(readme.splitlines()) <= 130, 'keep the README short'
