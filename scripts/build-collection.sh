@@ -14,7 +14,7 @@ tarball="$out/llmforge-cluster-$version.tar.gz"
 # Only the scratch install may be visible, not the checkout (nor its ansible.cfg).
 export ANSIBLE_COLLECTIONS_PATH="$scratch"
 cd "$scratch"
-ansible-galaxy collection install "$tarball" -p "$scratch" --offline --no-deps
+ansible-galaxy collection install "$tarball" -p "$scratch" --offline --no-deps --force
 test -f "$scratch/ansible_collections/llmforge/cluster/MANIFEST.json"
 ansible localhost -m ansible.builtin.debug \
     -a "msg={{ ['gpu001','gpu002','gpu003','gpu007','login1'] | llmforge.cluster.hostlist_compress }}" \
