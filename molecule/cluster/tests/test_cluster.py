@@ -125,7 +125,8 @@ def test_check_mode_on_the_converged_cluster_reports_no_change():
         os.path.join(os.path.dirname(__file__), '..', '..', '..'))
     result = subprocess.run(
         ['ansible-playbook', 'playbooks/site.yml', '-i', 'inventories/demo', '--check', '--diff'],
-        cwd=project, capture_output=True, text=True, timeout=600, check=False)
+        cwd=project, capture_output=True, text=True, timeout=600, check=False,
+        env=dict(os.environ, ANSIBLE_FORCE_COLOR='0', ANSIBLE_NOCOLOR='1'))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     recap = [line for line in result.stdout.splitlines() if re.match(r'^(ctl1|gpu1|gpu2)\s+:', line)]
     assert len(recap) == 3, result.stdout[-3000:]
