@@ -14,7 +14,8 @@ import subprocess
 import typing as t
 import xml.etree.ElementTree as ET
 
-PASS, FAIL, WARN, SKIP = 'pass', 'fail', 'warn', 'skip'
+from ansible_collections.llmforge.cluster.plugins.module_utils._checks import (
+    FAIL, PASS, SKIP, WARN, check as _check, failure_summary as _failure_summary, healthy, per_subject, skip as _skip)
 
 # nvidia-smi topo -m distances, nearest first.
 HOPS = ('NV', 'PIX', 'PXB', 'PHB', 'NODE', 'SYS')
@@ -254,27 +255,13 @@ def parse_topo_matrix(text: str) -> dict[str, t.Any]:
 
 # --- judging -------------------------------------------------------------------------------------
 
-def _check(name: str, status: str, subject: str, expected: t.Any, actual: t.Any, message: str) -> dict[str, t.Any]:
-    return {'name': name, 'status': status, 'subject': subject, 'expected': expected, 'actual': actual,
-            'message': message}
-
-
-def _skip(name: str, why: str = 'no expectation set') -> dict[str, t.Any]:
-    return _check(name, SKIP, 'node', None, None, why)
-
-
 def version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r'\d+', version))
 
 
 def _per_gpu(name: str, gpus: list[dict[str, t.Any]], expected: t.Any,
              judge: t.Callable[[dict[str, t.Any]], tuple[str, t.Any, str]]) -> list[dict[str, t.Any]]:
-    if expected is None:
-        return [_skip(name)]
-    checks = []
-    for gpu in gpus:
-        status, actual, message = judge(gpu)
-        checks.append(_check(name, status, f"GPU{gpu['index']}", expected, actual, message))
+    checks = per_subject(name, gpus, expected, lambda gpu: f"GPU{gpu['index']}", judge)
     return checks or [_check(name, FAIL, 'node', expected, None, 'no GPUs found')]
 
 
@@ -449,8 +436,7 @@ def judge(facts: dict[str, t.Any], topo: dict[str, t.Any], want: t.Mapping[str, 
 
 
 def failure_summary(checks: list[dict[str, t.Any]]) -> str:
-    failing = [f"{c['name']} ({c['subject']}): {c['message']}" for c in checks if c['status'] == FAIL]
-    return f"{len(failing)} GPU check(s) failed: " + '; '.join(failing) if failing else ''
+    return _failure_summary(checks, 'GPU')
 
 
 # --- gathering -----------------------------------------------------------------------------------
@@ -489,5 +475,5 @@ def evaluate(facts: dict[str, t.Any], topo: dict[str, t.Any], want: t.Mapping[st
         'driver_version': facts['driver_version'],
         'cuda_version': facts['cuda_version'],
         'checks': checks,
-        'healthy': not any(c['status'] == FAIL for c in checks),
+        'healthy': healthy(checks),
     }

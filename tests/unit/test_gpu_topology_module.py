@@ -5,40 +5,20 @@
 from __future__ import annotations
 
 import json
-import os
 import pathlib
-import subprocess
-import sys
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-FIXTURES = ROOT / 'tests' / 'fixtures' / 'gpu'
+from module_runner import run_module as run_ansible_module
+
+FIXTURES = pathlib.Path(__file__).resolve().parents[1] / 'fixtures' / 'gpu'
 SHIM = FIXTURES / 'nvidia-smi-shim'
-# The ansible CLI installed beside the Python running the tests.
-ANSIBLE = str(pathlib.Path(sys.executable).parent / 'ansible')
 
 
 def run_module(args: dict, fixture: str = 'h200-1gpu-vm', check: bool = False, **shim_env: str) -> dict:
-    """Run the module with `ansible localhost -m` and return its JSON result for localhost."""
-    env = dict(os.environ,
-               ANSIBLE_COLLECTIONS_PATH=str(ROOT / 'collections'),
-               ANSIBLE_LOAD_CALLBACK_PLUGINS='1',
-               ANSIBLE_STDOUT_CALLBACK='ansible.builtin.json',
-               ANSIBLE_NOCOLOR='1',
-               ANSIBLE_PYTHON_INTERPRETER='auto_silent',
-               NVIDIA_SMI_SHIM_DIR=str(FIXTURES / fixture),
-               **shim_env)
-    module_args = dict({'nvidia_smi_path': str(SHIM)}, **args)
-    argv = [ANSIBLE, 'localhost', '-m', 'llmforge.cluster.gpu_topology', '-a', json.dumps(module_args)]
-    if check:
-        argv.append('--check')
-    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
-    try:
-        output = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        pytest.fail(f'no JSON from ansible (rc {proc.returncode}): {proc.stdout[-2000:]} {proc.stderr[-2000:]}')
-    return output['plays'][0]['tasks'][0]['hosts']['localhost']
+    """gpu_topology against the nvidia-smi shim replaying one fixture directory."""
+    env = dict(NVIDIA_SMI_SHIM_DIR=str(FIXTURES / fixture), **shim_env)
+    return run_ansible_module('gpu_topology', dict({'nvidia_smi_path': str(SHIM)}, **args), check=check, env=env)
 
 
 def statuses(result: dict, name: str) -> list[str]:

@@ -1,0 +1,71 @@
+# Copyright: (c) 2026, llmforge.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters behind playbooks/validate_fabric.yml: plan perftest pairs, judge their output, classify failures."""
+
+from __future__ import annotations
+
+import typing as t
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.llmforge.cluster.plugins.module_utils import _fabric_plan as plan
+from ansible_collections.llmforge.cluster.plugins.module_utils import _perftest as perftest
+
+_TEST_KEYS = ('round', 'client', 'server', 'rail', 'port')
+
+
+def _wrap(name: str, func: t.Callable[..., t.Any], *args: t.Any) -> t.Any:
+    try:
+        return func(*args)
+    except ValueError as err:
+        raise AnsibleFilterError(f'{name}: {err}') from err
+
+
+def _judged(client_result: t.Mapping[str, t.Any], expected_gbps: float, tolerance: float) -> dict[str, t.Any]:
+    """One pair's verdict from the client's registered command result (its loop item is the planned test)."""
+    test = {key: client_result['item'][key] for key in _TEST_KEYS}
+    where = f"{test['client']} -> {test['server']} rail {test['rail']}"
+    rc = client_result.get('rc')
+    try:
+        measured = perftest.judge_bw(perftest.parse_bw(client_result.get('stdout', '')), expected_gbps, tolerance)
+    except perftest.PerftestError as err:
+        detail = (client_result.get('stderr') or '').strip().splitlines()
+        reason = 'timed out' if rc == 124 else (detail[0] if detail else str(err))
+        measured = {'status': 'fail', 'average_gbps': None, 'threshold_gbps': expected_gbps * tolerance,
+                    'message': f'no bandwidth measured (exit {rc}): {reason}'}
+    return dict(test, **measured, summary=f"{where}: {measured['message']}")
+
+
+def perftest_results(client_results, expected_gbps, tolerance=0.9):
+    """Judge every client run of a round: registered loop results in, one verdict per planned test out."""
+    return _wrap('perftest_results', lambda: [_judged(r, float(expected_gbps), float(tolerance)) for r in client_results])
+
+
+def fabric_plan(nodes, rails, pattern='ring', base_port=plan.DEFAULT_BASE_PORT):
+    """Rounds of concurrent pair tests (see plan_pairs)."""
+    return _wrap('fabric_plan', plan.plan_pairs, list(nodes), int(rails), pattern, int(base_port))
+
+
+def fabric_retests(results, base_port=plan.DEFAULT_BASE_PORT):
+    """Rounds retesting both nodes of each failing pair against a known-good peer."""
+    return _wrap('fabric_retests', plan.plan_retests, list(results), int(base_port))
+
+
+def fabric_classify(results, retest_results, retest_rounds):
+    """A verdict (bad node, bad link, undetermined) for every failing pair."""
+    unplannable = [entry for round_ in retest_rounds for entry in round_ if entry.get('server') is None]
+    evidence = list(retest_results) + unplannable
+    failed = [r for r in results if r['status'] == 'fail']
+    return _wrap('fabric_classify', lambda: [plan.classify(dict(test), evidence) for test in failed])
+
+
+class FilterModule:
+    """Fabric validation filters."""
+
+    def filters(self):
+        return {
+            'perftest_results': perftest_results,
+            'fabric_plan': fabric_plan,
+            'fabric_retests': fabric_retests,
+            'fabric_classify': fabric_classify,
+        }
