@@ -21,7 +21,7 @@ def _wrap(name: str, func: t.Callable[..., t.Any], *args: t.Any) -> t.Any:
         raise AnsibleFilterError(f'{name}: {err}') from err
 
 
-def _judged(client_result: t.Mapping[str, t.Any], expected_gbps: float, tolerance: float) -> dict[str, t.Any]:
+def _judged(client_result: t.Mapping[str, t.Any], expected_gbps: float, tolerance: float, phase: str) -> dict[str, t.Any]:
     """One pair's verdict from the client's registered command result (its loop item is the planned test)."""
     test = {key: client_result['item'][key] for key in _TEST_KEYS}
     where = f"{test['client']} -> {test['server']} rail {test['rail']}"
@@ -33,12 +33,13 @@ def _judged(client_result: t.Mapping[str, t.Any], expected_gbps: float, toleranc
         reason = 'timed out' if rc == 124 else (detail[0] if detail else str(err))
         measured = {'status': 'fail', 'average_gbps': None, 'threshold_gbps': expected_gbps * tolerance,
                     'message': f'no bandwidth measured (exit {rc}): {reason}'}
-    return dict(test, **measured, summary=f"{where}: {measured['message']}")
+    return dict(test, **measured, phase=phase, summary=f"{where}: {measured['message']}")
 
 
-def perftest_results(client_results, expected_gbps, tolerance=0.9):
+def perftest_results(client_results, expected_gbps, tolerance=0.9, phase='pairs'):
     """Judge every client run of a round: registered loop results in, one verdict per planned test out."""
-    return _wrap('perftest_results', lambda: [_judged(r, float(expected_gbps), float(tolerance)) for r in client_results])
+    return _wrap('perftest_results',
+                 lambda: [_judged(r, float(expected_gbps), float(tolerance), phase) for r in client_results])
 
 
 def fabric_plan(nodes, rails, pattern='ring', base_port=plan.DEFAULT_BASE_PORT):

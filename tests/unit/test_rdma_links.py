@@ -52,8 +52,7 @@ def test_healthy_ndr_node_reads_every_port(trees):
 
 
 @pytest.mark.parametrize('case, expected', [
-    ('ndr8_port_down', [('state', 'mlx5_3/1', 'fail'), ('phys_state', 'mlx5_3/1', 'fail'),
-                                                           ('sm', 'mlx5_3/1', 'fail')]),
+    ('ndr8_port_down', [('state', 'mlx5_3/1', 'fail'), ('phys_state', 'mlx5_3/1', 'fail'), ('sm', 'mlx5_3/1', 'fail')]),
     ('ndr8_slow_link', [('rate', 'mlx5_5/1', 'fail')]),
     ('ndr8_bad_counters', [('counters', 'mlx5_2/1', 'fail'), ('counters', 'mlx5_6/1', 'fail')]),
     ('ndr8_pcie_downtrained', [('pcie_link', 'mlx5_1', 'fail'), ('pcie_link', 'mlx5_4', 'fail')]),
