@@ -8,9 +8,8 @@ Run from the repository root: PYTHONPATH=collections .venv/bin/python bench/benc
 from __future__ import annotations
 
 import pathlib
-import statistics
-import time
-import typing as t
+
+from benchlib import median_seconds
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import _fabric_plan
 from ansible_collections.llmforge.cluster.plugins.module_utils import _perftest
@@ -23,16 +22,6 @@ PARSES = 1000
 SWEEP = pathlib.Path(__file__).resolve().parents[1] / 'tests' / 'fixtures' / 'perftest' / 'ib_write_bw_sweep_gbits.txt'
 
 
-def median_seconds(operation: t.Callable[[], object]) -> float:
-    """Run an operation REPEATS times and return the median wall time."""
-    timings = []
-    for _repeat in range(REPEATS):
-        started = time.perf_counter()
-        operation()
-        timings.append(time.perf_counter() - started)
-    return statistics.median(timings)
-
-
 def main() -> None:
     large = [f'gpu{number:04d}' for number in range(1, LARGE_NODES + 1)]
     small = large[:ALL_PAIRS_NODES]
@@ -41,7 +30,7 @@ def main() -> None:
         tests = sum(len(tests) for tests in rounds)
         # A benchmark of wrong output is worthless: every round must pair each node once per rail as client.
         assert all(len(tests) == len(nodes) * RAILS for tests in rounds), f'{pattern}: a round is not a full permutation'
-        seconds = median_seconds(lambda nodes=nodes, pattern=pattern: _fabric_plan.plan_pairs(nodes, RAILS, pattern))
+        seconds = median_seconds(lambda nodes=nodes, pattern=pattern: _fabric_plan.plan_pairs(nodes, RAILS, pattern), REPEATS)
         print(f'plan_pairs {pattern:<9} {len(nodes)} nodes x {RAILS} rails: {len(rounds)} rounds, {tests} tests, '
               f'median of {REPEATS}: {seconds:.6f} s')
     text = SWEEP.read_text(encoding='utf-8')
@@ -51,7 +40,7 @@ def main() -> None:
         for _parse in range(PARSES):
             _perftest.parse_bw(text)
 
-    seconds = median_seconds(parse_many)
+    seconds = median_seconds(parse_many, REPEATS)
     print(f'parse_bw sweep fixture x {PARSES}, median of {REPEATS}: {seconds:.6f} s ({seconds / PARSES * 1e6:.1f} us per parse)')
 
 

@@ -8,9 +8,8 @@ Run from the repository root: PYTHONPATH=collections .venv/bin/python bench/benc
 from __future__ import annotations
 
 import random
-import statistics
-import time
-import typing as t
+
+from benchlib import median_seconds
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import _hostlist
 
@@ -31,16 +30,6 @@ def cluster_names(rng: random.Random) -> list[str]:
     return names
 
 
-def median_seconds(operation: t.Callable[[], object]) -> float:
-    """Run an operation REPEATS times and return the median wall time."""
-    timings = []
-    for _repeat in range(REPEATS):
-        started = time.perf_counter()
-        operation()
-        timings.append(time.perf_counter() - started)
-    return statistics.median(timings)
-
-
 def main() -> None:
     names = cluster_names(random.Random(SEED))
     compressed = _hostlist.compress(names)
@@ -48,8 +37,8 @@ def main() -> None:
     # A benchmark of wrong output is worthless, so check the round trip first.
     assert sorted(expanded) == sorted(set(names)), 'round trip lost or invented names'
     print(f'names: {len(names)}, compressed to {len(compressed)} characters')
-    print(f'compress median of {REPEATS}: {median_seconds(lambda: _hostlist.compress(names)):.6f} s')
-    print(f'expand   median of {REPEATS}: {median_seconds(lambda: _hostlist.expand(compressed)):.6f} s')
+    print(f'compress median of {REPEATS}: {median_seconds(lambda: _hostlist.compress(names), REPEATS):.6f} s')
+    print(f'expand   median of {REPEATS}: {median_seconds(lambda: _hostlist.expand(compressed), REPEATS):.6f} s')
 
 
 if __name__ == '__main__':

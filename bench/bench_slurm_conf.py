@@ -8,9 +8,9 @@ Run from the repository root: PYTHONPATH=collections .venv/bin/python bench/benc
 from __future__ import annotations
 
 import random
-import statistics
-import time
 import typing as t
+
+from benchlib import median_seconds
 
 from ansible_collections.llmforge.cluster.plugins.filter.slurm_config import FilterModule
 from ansible_collections.llmforge.cluster.plugins.module_utils import _hostlist
@@ -76,16 +76,6 @@ def synthetic_cluster(rng: random.Random) -> tuple[dict[str, t.Any], dict[str, l
     return hostvars, groups, partitions
 
 
-def median_seconds(operation: t.Callable[[], object]) -> float:
-    """Run an operation REPEATS times and return the median wall time."""
-    timings = []
-    for _repeat in range(REPEATS):
-        started = time.perf_counter()
-        operation()
-        timings.append(time.perf_counter() - started)
-    return statistics.median(timings)
-
-
 def main() -> None:
     filters = FilterModule().filters()
     hostvars, groups, partitions = synthetic_cluster(random.Random(SEED))
@@ -101,7 +91,7 @@ def main() -> None:
     assert sorted(covered) == sorted(hostvars), 'NodeName lines lost or repeated nodes'
     print(f'nodes: {len(hostvars)} in {len(groups)} racks')
     for name, run in runs.items():
-        print(f'{name:<22} median of {REPEATS}: {median_seconds(run):.6f} s, {len(run())} lines')
+        print(f'{name:<22} median of {REPEATS}: {median_seconds(run, REPEATS):.6f} s, {len(run())} lines')
 
 
 if __name__ == '__main__':

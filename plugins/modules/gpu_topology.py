@@ -49,17 +49,8 @@ options:
     description: Seconds each C(nvidia-smi) command may run before the module gives up and says which one hung.
     type: int
     default: 30
-  fail_on_mismatch:
-    description: Fail the task, listing each failing check, when any check fails. Results are returned either way.
-    type: bool
-    default: true
-attributes:
-  check_mode:
-    support: full
-    description: The module only reads, so check mode runs it unchanged.
-  diff_mode:
-    support: none
-    description: Nothing is changed, so there is nothing to diff.
+extends_documentation_fragment:
+  - llmforge.cluster.validator
 notes:
   - An idle GPU lowers its PCIe link generation to save power; a current generation below the expectation
     on an idle GPU whose maximum meets it is a C(warn), not a C(fail).

@@ -38,17 +38,8 @@ options:
         excessive_buffer_overrun_errors 0, local_link_integrity_errors 0, port_xmit_discards 100.
     type: dict
     default: {}
-  fail_on_mismatch:
-    description: Fail the task, listing each failing check, when any check fails. Results are returned either way.
-    type: bool
-    default: true
-attributes:
-  check_mode:
-    support: full
-    description: The module only reads, so check mode runs it unchanged.
-  diff_mode:
-    support: none
-    description: Nothing is changed, so there is nothing to diff.
+extends_documentation_fragment:
+  - llmforge.cluster.validator
 notes:
   - Error counters saturate at their bit width (16, 8 or 4 bits); a saturated value is reported as "at least"
     that many.

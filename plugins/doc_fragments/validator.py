@@ -1,0 +1,23 @@
+# Copyright: (c) 2026, llmforge.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+
+class ModuleDocFragment:
+    """What every read-only validator module (gpu_topology, rdma_links) shares."""
+
+    DOCUMENTATION = r"""
+options:
+  fail_on_mismatch:
+    description: Fail the task, listing each failing check, when any check fails. Results are returned either way.
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    support: full
+    description: The module only reads, so check mode runs it unchanged.
+  diff_mode:
+    support: none
+    description: Nothing is changed, so there is nothing to diff.
+"""
