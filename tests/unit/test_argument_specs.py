@@ -58,6 +58,12 @@ ROLE_CASES = [
         full_entry_point='main',
         readme_mentions=frozenset({'KillMode=process', 'llmforge.cluster.slurm_node'}),
     ),
+    RoleCase(
+        name='nccl',
+        entry_points=frozenset({'main'}),
+        full_entry_point='main',
+        readme_mentions=frozenset({'llmforge.cluster.nccl', 'NCCL_TOPO_FILE', 'NCCL_IB_HCA'}),
+    ),
 ]
 CASE_PARAMS = [pytest.param(case, id=case.name) for case in ROLE_CASES]
 
