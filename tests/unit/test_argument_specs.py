@@ -64,6 +64,19 @@ ROLE_CASES = [
         full_entry_point='main',
         readme_mentions=frozenset({'llmforge.cluster.nccl', 'NCCL_TOPO_FILE', 'NCCL_IB_HCA'}),
     ),
+    RoleCase(
+        name='gpu_driver',
+        entry_points=frozenset({'main'}),
+        full_entry_point='main',
+        readme_mentions=frozenset({'llmforge.cluster.gpu_driver', 'serial', 'gpu_count', 'gpu_type'}),
+    ),
+    RoleCase(
+        name='monitoring',
+        entry_points=frozenset({'main'}),
+        full_entry_point='main',
+        secrets=frozenset({'monitoring_alertmanager_receivers', 'monitoring_alertmanager_smtp'}),
+        readme_mentions=frozenset({'llmforge.cluster.monitoring', 'Reload Prometheus', 'metrics/openmetrics', 'monitoring_address'}),
+    ),
 ]
 CASE_PARAMS = [pytest.param(case, id=case.name) for case in ROLE_CASES]
 

@@ -131,3 +131,28 @@ def test_check_mode_on_the_converged_cluster_reports_no_change():
     recap = [line for line in result.stdout.splitlines() if re.match(r'^(ctl1|gpu1|gpu2)\s+:', line)]
     assert len(recap) == 3, result.stdout[-3000:]
     assert all('changed=0' in line for line in recap), '\n'.join(recap)
+
+
+@pytest.mark.parametrize('name', NODES)
+def test_gpu_stack_is_installed_held_and_configured(hosts, name):
+    node = hosts[name]
+    for package in ('nvidia-smi', 'libnvidia-ml1', 'libnccl2'):
+        assert node.package(package).is_installed, package
+    held = node.check_output('apt-mark showhold').split()
+    assert 'nvidia-smi' in held and 'libnccl2' in held
+    assert 'blacklist nouveau' in node.file('/etc/modprobe.d/blacklist-nouveau.conf').content_string
+    nccl_conf = node.file('/etc/nccl.conf').content_string
+    assert 'NCCL_TOPO_FILE' not in nccl_conf and 'NCCL_SOCKET_IFNAME==eth0' in nccl_conf
+
+
+def test_slurm_collector_exports_node_states(hosts, ctl):
+    """The monitoring role's timer on the controller writes Slurm's node states for node_exporter."""
+    path = '/var/lib/node_exporter/textfile/slurm.prom'
+    assert wait_for(lambda: ctl.file(path).exists, timeout=90)
+    metrics = ctl.file(path).content_string
+    assert 'llmforge_slurm_up 1' in metrics
+    for node in NODES:
+        assert re.search(rf'^llmforge_slurm_node_state\{{[^}}]*node="{node}"[^}}]*\}} 1$', metrics, re.M), metrics
+    exported = ctl.check_output(
+        "python3 -c \"import urllib.request; print(urllib.request.urlopen('http://localhost:9100/metrics').read().decode())\"")
+    assert 'llmforge_slurm_up 1' in exported

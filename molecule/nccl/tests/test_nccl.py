@@ -37,7 +37,7 @@ def conf(host):
     for line in host.file(CONF).content_string.splitlines():
         if line.startswith('#') or not line.strip():
             continue
-        name, _, value = line.partition('=')
+        name, _separator, value = line.partition('=')
         assert name not in settings, f'{name} is set twice'
         settings[name] = value
     return settings
