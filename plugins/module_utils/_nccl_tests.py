@@ -1,0 +1,264 @@
+# Copyright: (c) 2026, llmforge.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Read the stdout of an nccl-tests binary (all_reduce_perf, alltoall_perf, ...) and judge it.
+
+Pure Python (standard library only, no Ansible import) so the same code runs in the
+`llmforge.cluster.nccl_tests` module and on nodes outside Ansible. The format is the one of nccl-tests 2.19.6
+(see tests/fixtures/nccl-tests): one row per size with out-of-place then in-place `time algbw busbw #wrong`,
+`# Out of bounds values : N OK|FAILED` and `# Avg bus bandwidth : X [OK|FAILED]`. The average mixes every
+size, so bandwidth is judged at the plateau: the best out-of-place busbw over the large sizes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import typing as t
+
+from ansible_collections.llmforge.cluster.plugins.module_utils._checks import (
+    FAIL, PASS, check as _check, failure_summary as _failure_summary, healthy, skip as _skip)
+
+DEFAULT_PLATEAU_MIN_BYTES = 1 << 30
+WHAT = 'nccl-tests'
+
+_VERSION = re.compile(r'^# nccl-tests version (\S+)(?:.*\bnccl-library=(\d+))?')
+_COLLECTIVE = re.compile(r'^# Collective test starting: (\S+)')
+_DEVICE = re.compile(r'^#\s+Rank\s+(\d+)\s+Group\s+(\d+)\s+Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+\[([^\]]*)\]\s+(.*?)\s*$')
+_OUT_OF_BOUNDS = re.compile(r'^#\s*Out of bounds values\s*:\s*(\d+)')
+_AVG_BUSBW = re.compile(r'^#\s*Avg bus bandwidth\s*:\s*(\S+)')
+_ROW_START = re.compile(r'^\s*\d+\s')
+_RECORDED_EXIT = re.compile(r'^\[rc=(-?\d+)\]\s*$')
+# Lines nccl-tests prints when something went wrong: the FAILED verdicts and the `Test failure` family
+# (`Test failure`, `Test NCCL failure`, `Test CUDA failure`).
+_FAILURE_LINE = re.compile(r'\bFAILED\b|\bTest (?:NCCL |CUDA )?failure\b')
+_ERRORISH = re.compile(r'(?i)error|fail|fault|fatal|abort|not found|no such|cannot|invalid|denied|unable|killed|terminated')
+
+
+class NcclTestsError(ValueError):
+    """Output that cannot be read, or a command that produced none; the message says which line or why."""
+
+
+def nccl_version_string(code: str) -> str:
+    """`22809` (NCCL_VERSION_CODE: major*10000 + minor*100 + patch) as `2.28.9`."""
+    value = int(code)
+    return f'{value // 10000}.{value // 100 % 100}.{value % 100}'
+
+
+def _number(text: str, line_no: int, line: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise NcclTestsError(f'line {line_no}: {text!r} is not a number in the result row {line.strip()!r}') from None
+
+
+def _wrong(text: str, line_no: int, line: str) -> t.Optional[int]:
+    if text == 'N/A':
+        return None
+    return int(_number(text, line_no, line))
+
+
+def _parse_row(line: str, line_no: int) -> dict[str, t.Any]:
+    fields = line.split()
+    if len(fields) != 13:
+        raise NcclTestsError(f'line {line_no}: a result row has 13 columns (size count type redop root and '
+                             f'time algbw busbw #wrong twice), got {len(fields)}: {line.strip()!r}')
+    try:
+        size, count, root = int(fields[0]), int(fields[1]), int(fields[4])
+    except ValueError:
+        raise NcclTestsError(f'line {line_no}: size, count and root must be integers: {line.strip()!r}') from None
+
+    def place(offset: int) -> dict[str, t.Any]:
+        return {'time_us': _number(fields[offset], line_no, line),
+                'algbw_gbps': _number(fields[offset + 1], line_no, line),
+                'busbw_gbps': _number(fields[offset + 2], line_no, line),
+                'wrong': _wrong(fields[offset + 3], line_no, line)}
+
+    return {'size': size, 'count': count, 'type': fields[2], 'redop': fields[3], 'root': root,
+            'out_of_place': place(5), 'in_place': place(9)}
+
+
+def parse_output(text: str, stderr: str = '') -> dict[str, t.Any]:
+    """Facts from one nccl-tests stdout. Raises NcclTestsError on a malformed row or when no row was printed.
+
+    `stderr`, when the command's error stream was kept apart, only adds failure and error lines.
+    """
+    facts: dict[str, t.Any] = {'collective': None, 'nccl_tests_version': None, 'nccl_version': None, 'devices': [],
+                               'rows': [], 'avg_busbw_gbps': None, 'avg_busbw_verdict': None, 'out_of_bounds': None,
+                               'failure_lines': [], 'recorded_exit_code': None}
+    errorish = []
+    for line_no, raw in enumerate(text.splitlines(), start=1):
+        line = raw.rstrip()
+        if not line.strip():
+            continue
+        if _FAILURE_LINE.search(line):
+            facts['failure_lines'].append(line.strip())
+        if line.startswith('#'):
+            _parse_comment(line, facts)
+            continue
+        recorded = _RECORDED_EXIT.match(line)
+        if recorded:
+            # The shared captures end with the exit status the capture script saw.
+            facts['recorded_exit_code'] = int(recorded.group(1))
+        elif _ROW_START.match(line):
+            facts['rows'].append(_parse_row(line, line_no))
+        elif _ERRORISH.search(line):
+            errorish.append(line.strip())
+    for line in stderr.splitlines():
+        if _FAILURE_LINE.search(line):
+            facts['failure_lines'].append(line.strip())
+        elif _ERRORISH.search(line):
+            errorish.append(line.strip())
+    if not facts['rows']:
+        if errorish or facts['failure_lines']:
+            raise NcclTestsError(f'no nccl-tests result rows; first error line: {(errorish + facts["failure_lines"])[0]!r}')
+        first = next((line.strip() for line in text.splitlines() if line.strip()), None)
+        raise NcclTestsError('no nccl-tests result rows in an empty output' if first is None
+                             else f'no nccl-tests result rows; output starts with {first[:200]!r}')
+    return facts
+
+
+def _parse_comment(line: str, facts: dict[str, t.Any]) -> None:
+    match = _VERSION.match(line)
+    if match:
+        facts['nccl_tests_version'] = match.group(1)
+        if match.group(2):
+            facts['nccl_version'] = nccl_version_string(match.group(2))
+        return
+    match = _COLLECTIVE.match(line)
+    if match:
+        facts['collective'] = match.group(1)
+        return
+    match = _DEVICE.match(line)
+    if match:
+        facts['devices'].append({'rank': int(match.group(1)), 'host': match.group(4), 'device': int(match.group(5)),
+                                 'bus_id': match.group(6), 'name': match.group(7)})
+        return
+    match = _OUT_OF_BOUNDS.match(line)
+    if match:
+        facts['out_of_bounds'] = int(match.group(1))
+        return
+    match = _AVG_BUSBW.match(line)
+    if match:
+        try:
+            facts['avg_busbw_gbps'] = float(match.group(1))
+        except ValueError:
+            raise NcclTestsError(f'average bus bandwidth is not a number: {line.strip()!r}') from None
+        verdict = line.split(':', 1)[1].split()[1:]
+        facts['avg_busbw_verdict'] = verdict[0] if verdict else None
+
+
+def plateau(rows: t.Sequence[t.Mapping[str, t.Any]], min_bytes: int) -> tuple[float, int, bool]:
+    """(best out-of-place busbw over sizes >= min_bytes, its size, False), or the largest size's (..., True)."""
+    large = [row for row in rows if row['size'] >= min_bytes]
+    if large:
+        best = max(large, key=lambda row: row['out_of_place']['busbw_gbps'])
+        return best['out_of_place']['busbw_gbps'], best['size'], False
+    largest = max(rows, key=lambda row: row['size'])
+    return largest['out_of_place']['busbw_gbps'], largest['size'], True
+
+
+def human_bytes(size: int) -> str:
+    for unit, scale in (('GiB', 1 << 30), ('MiB', 1 << 20), ('KiB', 1 << 10)):
+        if size >= scale and size % scale == 0:
+            return f'{size // scale} {unit}'
+    return f'{size} B'
+
+
+def evaluate(facts: t.Mapping[str, t.Any], min_busbw_gbps: t.Optional[float] = None,
+             plateau_min_bytes: int = DEFAULT_PLATEAU_MIN_BYTES, exit_code: t.Optional[int] = None) -> dict[str, t.Any]:
+    """The module's result: the facts plus the plateau and the checks busbw, wrong, out_of_bounds and exit.
+
+    `exit_code` is the status of the command that was run; None when re-judging a saved output, where a
+    `[rc=N]` line recorded by the capture stands in for it.
+    """
+    subject = facts.get('collective') or WHAT
+    rows = facts['rows']
+    busbw, at_bytes, fell_back = plateau(rows, plateau_min_bytes)
+    where = (f'at {human_bytes(at_bytes)}, the best out-of-place busbw over sizes >= {human_bytes(plateau_min_bytes)}'
+             if not fell_back else
+             f'at {human_bytes(at_bytes)}, the largest size run, as no size >= {human_bytes(plateau_min_bytes)} was run')
+    checks = []
+    if min_busbw_gbps is None:
+        checks.append(_skip('busbw', f'no min_busbw_gbps set; plateau busbw {busbw:g} GB/s {where}'))
+    else:
+        ok = busbw >= min_busbw_gbps
+        checks.append(_check('busbw', PASS if ok else FAIL, subject, min_busbw_gbps, busbw,
+                             f'plateau busbw {busbw:g} GB/s {where}, expected at least {min_busbw_gbps:g} GB/s'))
+
+    wrong = [f"{human_bytes(row['size'])} {place.replace('_', '-')}: {row[place]['wrong']}"
+             for row in rows for place in ('out_of_place', 'in_place') if (row[place]['wrong'] or 0) > 0]
+    validated = any(row[place]['wrong'] is not None for row in rows for place in ('out_of_place', 'in_place'))
+    if not validated:
+        checks.append(_skip('wrong', 'every #wrong is N/A (validation off, -c 0)'))
+    else:
+        checks.append(_check('wrong', FAIL if wrong else PASS, subject, 0, len(wrong),
+                             f"wrong elements in {len(wrong)} result(s): {'; '.join(wrong)}" if wrong
+                             else 'no wrong elements in any result'))
+
+    oob = facts['out_of_bounds']
+    if oob is None:
+        checks.append(_skip('out_of_bounds', 'no "# Out of bounds values" line printed'))
+    else:
+        checks.append(_check('out_of_bounds', FAIL if oob else PASS, subject, 0, oob,
+                             f'{oob} out-of-bounds value(s)' if oob else 'no out-of-bounds values'))
+
+    code = exit_code if exit_code is not None else facts.get('recorded_exit_code')
+    failures = facts['failure_lines']
+    problems = []
+    if code:
+        problems.append(f'exited with status {code}')
+    if failures:
+        problems.append(f'printed {failures[0]!r}')
+    if code is None and not failures:
+        message = 'no failure line in the saved output (exit status unknown)'
+    else:
+        message = ' and '.join(problems) if problems else 'exited 0 with no failure line'
+    checks.append(_check('exit', FAIL if problems else PASS, subject, 0, code, message))
+
+    result = {key: facts[key] for key in ('rows', 'avg_busbw_gbps', 'out_of_bounds', 'nccl_tests_version',
+                                          'nccl_version', 'devices', 'collective')}
+    result.update(plateau_busbw_gbps=busbw, plateau_bytes=at_bytes, exit_code=code, checks=checks,
+                  healthy=healthy(checks))
+    return result
+
+
+def failure_summary(checks: t.Iterable[t.Mapping[str, t.Any]]) -> str:
+    return _failure_summary(checks, WHAT)
+
+
+def run_command(argv: t.Sequence[str], timeout: float) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of argv; a missing program or a timeout raise NcclTestsError naming argv.
+
+    The command runs in its own process group so that a timeout also ends what it started (srun, mpirun ranks).
+    """
+    command = ' '.join(argv)
+    try:
+        with subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True) as proc:
+            try:
+                stdout, stderr = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.communicate()
+                raise NcclTestsError(f"'{command}' did not finish within {timeout} s (timeout); a hung rank or fabric?") from None
+    except FileNotFoundError:
+        raise NcclTestsError(f'{argv[0]} not found: is nccl-tests installed and in PATH?') from None
+    except PermissionError:
+        raise NcclTestsError(f'{argv[0]} is not executable') from None
+    return proc.returncode, stdout, stderr
+
+
+def run_and_judge(argv: t.Sequence[str], timeout: float, min_busbw_gbps: t.Optional[float] = None,
+                  plateau_min_bytes: int = DEFAULT_PLATEAU_MIN_BYTES) -> dict[str, t.Any]:
+    """Run one nccl-tests command and judge its output; rows come from stdout, failure lines from both streams."""
+    code, stdout, stderr = run_command(argv, timeout)
+    try:
+        facts = parse_output(stdout, stderr)
+    except NcclTestsError as err:
+        raise NcclTestsError(f"'{' '.join(argv)}' exited with status {code}: {err}") from None
+    return evaluate(facts, min_busbw_gbps, plateau_min_bytes, exit_code=code)
