@@ -1,0 +1,44 @@
+# Copyright: (c) 2026, llmforge.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters that turn the validators' results of a cluster into a report, its JUnit XML and its HTML page."""
+
+from __future__ import annotations
+
+import typing as t
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.llmforge.cluster.plugins.module_utils import _report as rep
+
+
+def _wrap(name: str, func: t.Callable[..., t.Any], *args: t.Any) -> t.Any:
+    try:
+        return func(*args)
+    except rep.ReportError as err:
+        raise AnsibleFilterError(f'{name}: {err}') from err
+
+
+def llmforge_report(results, cluster, generated_at):
+    """The report dict of `{node: {validator: result}}` (see module_utils/_report.build_report)."""
+    return _wrap('llmforge_report', rep.build_report, results, cluster, generated_at)
+
+
+def report_junit(report):
+    """The report as JUnit XML text."""
+    return _wrap('report_junit', rep.render_junit, report)
+
+
+def report_html(report):
+    """The report as one self-contained HTML page."""
+    return _wrap('report_html', rep.render_html, report)
+
+
+class FilterModule:
+    """Validation report filters."""
+
+    def filters(self):
+        return {
+            'llmforge_report': llmforge_report,
+            'report_junit': report_junit,
+            'report_html': report_html,
+        }
