@@ -20,7 +20,7 @@ help:
 	@echo "make test       unit tests, linters, ansible-test sanity, collection build and every Molecule scenario"
 
 $(VENV)/.installed: requirements-dev.txt requirements.txt
-	$(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv $(VENV) || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null && $(PYTHON) -m venv $(VENV); }
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -r requirements-dev.txt
 	touch $@
