@@ -77,6 +77,12 @@ ROLE_CASES = [
         secrets=frozenset({'monitoring_alertmanager_receivers', 'monitoring_alertmanager_smtp'}),
         readme_mentions=frozenset({'llmforge.cluster.monitoring', 'Reload Prometheus', 'metrics/openmetrics', 'monitoring_address'}),
     ),
+    RoleCase(
+        name='packages',
+        entry_points=frozenset({'main', 'apt_cache'}),
+        full_entry_point='main',
+        readme_mentions=frozenset({'Internal role', 'llmforge.cluster.packages'}),
+    ),
 ]
 CASE_PARAMS = [pytest.param(case, id=case.name) for case in ROLE_CASES]
 
