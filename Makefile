@@ -12,12 +12,13 @@ export PYTHONPATH := $(CURDIR)/collections
 export MOLECULE_IMAGE ?= llmforge/debian13-systemd:latest
 SCENARIOS ?= $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
 
-.PHONY: help venv docker image unit lint sanity build molecule test demo demo-down clean
+.PHONY: help venv docker image unit lint sanity build browser molecule test demo demo-down clean
 
 help:
 	@echo "make demo       3-node Slurm cluster in local containers (ctl1, gpu1, gpu2), then sinfo and a GPU job"
 	@echo "make demo-down  remove the demo containers"
-	@echo "make test       unit tests, linters, ansible-test sanity, collection build and every Molecule scenario"
+	@echo "make test       unit tests, linters, ansible-test sanity, collection build, browser check and every Molecule scenario"
+	@echo "make browser    open report.html in headless Chromium: DOM, layout and screenshot checks"
 
 $(VENV)/.installed: requirements-dev.txt requirements.txt
 	$(PYTHON) -m venv $(VENV) || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null && $(PYTHON) -m venv $(VENV); }
@@ -47,10 +48,14 @@ sanity: venv
 build: venv
 	bash scripts/build-collection.sh
 
+browser: venv
+	bash scripts/ensure-chromium.sh
+	pytest -q tests/browser
+
 molecule: venv image
 	for s in $(SCENARIOS); do molecule test --scenario-name $$s; done
 
-test: unit lint sanity build molecule
+test: unit lint sanity build browser molecule
 
 demo: venv image
 	bash scripts/demo.sh

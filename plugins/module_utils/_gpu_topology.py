@@ -30,6 +30,10 @@ class GpuTopologyError(Exception):
     """Bad input or an unusable command result; the message says which and why."""
 
 
+class CommandTimeout(GpuTopologyError):
+    """A command did not finish within its timeout."""
+
+
 # --- expectations -------------------------------------------------------------------------------
 
 EXPECTED_TYPES: dict[str, type | tuple[type, ...]] = {
@@ -451,7 +455,7 @@ def run_command(argv: list[str], timeout: float) -> str:
     except PermissionError:
         raise GpuTopologyError(f'{argv[0]} is not executable') from None
     except subprocess.TimeoutExpired:
-        raise GpuTopologyError(f"'{command}' did not finish within {timeout} s (a hung GPU or driver?)") from None
+        raise CommandTimeout(f"'{command}' did not finish within {timeout} s (a hung GPU or driver?)") from None
     if proc.returncode != 0:
         detail = (proc.stdout.strip() or proc.stderr.strip()).splitlines()
         raise GpuTopologyError(f"'{command}' exited with {proc.returncode}: {detail[0] if detail else 'no output'}")

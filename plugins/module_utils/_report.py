@@ -295,7 +295,7 @@ code{font-family:ui-monospace,"SFMono-Regular",Menlo,Consolas,monospace;font-siz
 table.matrix th,table.matrix td{text-align:center;padding:4px 6px;font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px}
 table.matrix small{display:block;color:#52606d;font-weight:400}
 .rel.nv{background:#2f8132;color:#fff;font-weight:700}.rel.pix{background:#a3d9a5}.rel.pxb{background:#e6f4a2}
-.rel.phb{background:#fce588}.rel.node{background:#f9c784}.rel.sys{background:#e12d39;color:#fff;font-weight:700}
+.rel.phb{background:#fce588}.rel.node{background:#f9c784}.rel.sys{background:#bcccdc;color:#102a43;font-weight:700}
 .rel.self{background:#cbd2d9;color:#52606d}.rel.other{background:#fff;color:#52606d}
 ul.legend{list-style:none;padding:0;display:flex;flex-wrap:wrap;gap:8px 18px}
 ul.legend .rel{display:inline-block;min-width:40px;text-align:center;padding:2px 6px;border-radius:4px;margin-right:6px;font-family:monospace}
@@ -324,6 +324,8 @@ def _summary_html(report: t.Mapping[str, t.Any]) -> list[str]:
     summary = report['summary']
     counts = summary['checks']
     verdict = f"{summary['healthy_nodes']} of {summary['nodes']} nodes healthy"
+    if summary.get('failing'):
+        verdict += ' \u2014 failing: ' + ', '.join(summary['failing'])
     return [
         '<section id="summary">', '<h2>Summary</h2>',
         f'<p class="verdict {"ok" if summary["healthy"] else "bad"}">{_e(verdict)}</p>',

@@ -198,7 +198,8 @@ def test_every_option_has_a_type_and_a_description(case):
             if option['type'] == 'list':
                 assert option.get('elements') in VALID_TYPES, f'{where}: lists need elements'
             if 'choices' in option and 'default' in option:
-                assert option['default'] in option['choices'], f'{where}: default not among the choices'
+                default = option['default'] if option['type'] == 'list' else [option['default']]
+                assert all(item in option['choices'] for item in default), f'{where}: default not among the choices'
 
 
 @pytest.mark.parametrize('case', CASE_PARAMS)

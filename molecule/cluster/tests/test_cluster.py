@@ -10,32 +10,8 @@ import subprocess
 import time
 
 import pytest
-import testinfra
 
-CONTROLLER = 'ctl1'
-NODES = ('gpu1', 'gpu2')
-ALL_HOSTS = (CONTROLLER,) + NODES
-
-
-@pytest.fixture(scope='module')
-def hosts():
-    return {name: testinfra.get_host(f'docker://{name}') for name in ALL_HOSTS}
-
-
-@pytest.fixture(scope='module')
-def ctl(hosts):
-    return hosts[CONTROLLER]
-
-
-def wait_for(check, timeout=90, interval=2):
-    """Poll `check` until it returns a truthy value; the last value is returned either way."""
-    deadline = time.monotonic() + timeout
-    result = check()
-    while not result and time.monotonic() < deadline:
-        time.sleep(interval)
-        result = check()
-    return result
-
+from conftest import ALL_HOSTS, NODES, PROJECT, wait_for
 
 def job_state(ctl, job_id):
     out = ctl.check_output(f'sacct -X -n -P -j {job_id} -o State')
@@ -121,11 +97,9 @@ def test_gres_conf_lists_explicit_devices_without_a_driver(ctl):
 
 def test_check_mode_on_the_converged_cluster_reports_no_change():
     """`--check --diff` against a converged cluster must be a no-op: nothing drifts, nothing would restart."""
-    project = os.environ.get('MOLECULE_PROJECT_DIRECTORY') or os.path.abspath(
-        os.path.join(os.path.dirname(__file__), '..', '..', '..'))
     result = subprocess.run(
         ['ansible-playbook', 'playbooks/site.yml', '-i', 'inventories/demo', '--check', '--diff'],
-        cwd=project, capture_output=True, text=True, timeout=600, check=False,
+        cwd=PROJECT, capture_output=True, text=True, timeout=600, check=False,
         env=dict(os.environ, ANSIBLE_FORCE_COLOR='0', ANSIBLE_NOCOLOR='1'))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     recap = [line for line in result.stdout.splitlines() if re.match(r'^(ctl1|gpu1|gpu2)\s+:', line)]

@@ -2,9 +2,10 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """playbooks/validate.yml on the converged cluster, with simulated GPUs (nvidia-smi shim) and HCAs (fake sysfs).
 
-Runs after test_cluster.py (file order). gpu1 gets a healthy HGX H200 and 8 healthy NDR ports; gpu2 one GPU
-trained at PCIe x8 and mlx5_3 port down. Nothing named nvidia-smi is put in PATH: the playbook is pointed at a
-wrapper through validate_nvidia_smi, so the real (converged) nvidia-smi package stays untouched.
+Runs after test_cluster.py and test_nodecheck.py (file order). gpu1 keeps its healthy HGX H200 and 8 healthy NDR
+ports; gpu2 gets one GPU trained at PCIe x8 and mlx5_3 port down, by editing the simulated hardware that
+molecule/resources/prepare.yml installed (the demo inventory points validate_nvidia_smi and validate_sysfs_root
+at it). The real (converged) nvidia-smi package stays untouched.
 """
 
 from __future__ import annotations
@@ -17,75 +18,32 @@ import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 
 import pytest
-import testinfra
 
-CONTROLLER = 'ctl1'
-NODES = ('gpu1', 'gpu2')
-PROJECT = os.environ.get('MOLECULE_PROJECT_DIRECTORY') or os.path.abspath(
-    os.path.join(os.path.dirname(__file__), '..', '..', '..'))
-SIM = '/usr/local/share/llmforge-test'
-WRAPPER = '/usr/local/sbin/llmforge-test-nvidia-smi'
-SYSFS = {'gpu1': 'ndr8_healthy', 'gpu2': 'ndr8_port_down'}
+from conftest import NODES, PROJECT, SIM, SIM_NVIDIA_SMI, drain_reasons, set_hardware
+
 RECAP = re.compile(r'^(ctl1|gpu1|gpu2|localhost)\s+:\s+(.*)$', re.M)
 
 
 @pytest.fixture(scope='module')
-def hosts():
-    return {name: testinfra.get_host(f'docker://{name}') for name in (CONTROLLER,) + NODES}
-
-
-@pytest.fixture(scope='module')
-def ctl(hosts):
-    return hosts[CONTROLLER]
-
-
-def docker_cp(source, node, dest):
-    subprocess.run(['docker', 'cp', source, f'{node}:{dest}'], check=True, capture_output=True, timeout=60)
-
-
-@pytest.fixture(scope='module')
 def simulated(hosts, ctl, tmp_path_factory):
-    """Simulated hardware on both nodes and an extra inventory pointing the validators at it."""
-    fixtures = os.path.join(PROJECT, 'tests', 'fixtures')
+    """gpu1 healthy; gpu2 with GPU0 at PCIe x8 and mlx5_3 port down. Restored afterwards."""
+    set_hardware(hosts['gpu1'])
+    set_hardware(hosts['gpu2'], gpu_x8=True, sysfs_case='ndr8_port_down')
+    assert '1' == hosts['gpu2'].check_output(f'{SIM_NVIDIA_SMI} -q -x | grep -c "<current_link_width>8x<"')
+    yield {'reports': str(tmp_path_factory.mktemp('validate') / 'reports')}
     for name in NODES:
-        node = hosts[name]
-        node.check_output(f'rm -rf {SIM}/gpu-healthy {SIM}/gpu-current && mkdir -p {SIM} /srv/fake-sys')
-        docker_cp(os.path.join(fixtures, 'gpu', 'nvidia-smi-shim'), name, f'{SIM}/nvidia-smi-shim')
-        docker_cp(os.path.join(fixtures, 'gpu', 'hgx-h200-8'), name, f'{SIM}/gpu-healthy')
-        docker_cp(os.path.join(fixtures, 'rdma', 'make_sysfs_trees.py'), name, f'{SIM}/make_sysfs_trees.py')
-        node.check_output(f'cp -r {SIM}/gpu-healthy {SIM}/gpu-current && chmod 0755 {SIM}/nvidia-smi-shim')
-        node.check_output(f"printf '#!/bin/sh\\nNVIDIA_SMI_SHIM_DIR={SIM}/gpu-current exec {SIM}/nvidia-smi-shim \"$@\"\\n'"
-                          f' > {WRAPPER} && chmod 0755 {WRAPPER}')
-        node.check_output(f'rm -rf /srv/fake-sys/{SYSFS[name]} && python3 {SIM}/make_sysfs_trees.py /srv/fake-sys {SYSFS[name]}')
-    # gpu2: GPU0 trained at PCIe x8 instead of x16.
-    hosts['gpu2'].check_output(f"sed -i '0,/<current_link_width>16x</s//<current_link_width>8x</' {SIM}/gpu-current/smi_q.xml")
-    assert 'Gen' in hosts['gpu2'].check_output(f'{WRAPPER} -q -x | grep -c "<current_link_width>8x<" && echo Gen')
-
-    tmp = tmp_path_factory.mktemp('validate')
-    host_vars = {
-        name: {'gpu_profile': 'h200-sxm-8', 'validate_nvidia_smi': WRAPPER,
-               'validate_sysfs_root': f'/srv/fake-sys/{SYSFS[name]}',
-               'rdma_expected': {'devices': '^mlx5_[0-7]$', 'hca_count': 8, 'rate_gbps': 400}}
-        for name in NODES}
-    (tmp / 'inventory.yml').write_text(json.dumps({'gpu_nodes': {'hosts': host_vars}}))
-    yield {'inventory': str(tmp / 'inventory.yml'), 'reports': str(tmp / 'reports')}
+        set_hardware(hosts[name])
     ctl.run('scontrol update NodeName=gpu1,gpu2 State=RESUME')
 
 
 def validate(simulated, *extra):
     result = subprocess.run(
-        ['ansible-playbook', 'playbooks/validate.yml', '-i', 'inventories/demo', '-i', simulated['inventory'],
+        ['ansible-playbook', 'playbooks/validate.yml', '-i', 'inventories/demo',
          '-e', json.dumps({'validate_report_dir': simulated['reports']}), *extra],
         cwd=PROJECT, capture_output=True, text=True, timeout=300, check=False,
         env=dict(os.environ, ANSIBLE_FORCE_COLOR='0', ANSIBLE_NOCOLOR='1'))
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-3000:]
     return result
-
-
-def drain_reasons(ctl):
-    """{node: reason} of every drained/down node."""
-    out = ctl.check_output("sinfo -R -h -o '%N|%E'")
-    return dict(line.split('|', 1) for line in out.splitlines() if '|' in line)
 
 
 def recap(result):
@@ -148,12 +106,7 @@ def test_textfile_metrics_on_the_nodes(hosts):
 
 
 def test_repaired_node_is_resumed(simulated, hosts, ctl):
-    gpu2 = hosts['gpu2']
-    gpu2.check_output(f'rm -rf {SIM}/gpu-current && cp -r {SIM}/gpu-healthy {SIM}/gpu-current')
-    # The inventory keeps pointing gpu2 at /srv/fake-sys/ndr8_port_down: replace that tree with a healthy one.
-    gpu2.check_output(f'rm -rf /srv/fake-sys/ndr8_healthy && python3 {SIM}/make_sysfs_trees.py /srv/fake-sys ndr8_healthy'
-                      ' && rm -rf /srv/fake-sys/ndr8_port_down'
-                      ' && cp -a /srv/fake-sys/ndr8_healthy /srv/fake-sys/ndr8_port_down')
+    set_hardware(hosts['gpu2'])
     result = validate(simulated)
     assert 'gpu2' not in drain_reasons(ctl), result.stdout[-3000:]
     state = ctl.check_output('sinfo -N -h -n gpu2 -o %T').split()
@@ -168,3 +121,31 @@ def test_admin_drain_survives_a_validate_run(simulated, ctl):
         assert 'changed=0' in recap(result)['ctl1']
     finally:
         ctl.run('scontrol update NodeName=gpu1 State=RESUME')
+
+
+def test_nccl_stage_drains_the_slow_node_and_resumes_it_when_fast_again(simulated, hosts, ctl):
+    """validate_nccl: all_reduce_perf and alltoall_perf through srun on each node and on the pair (stand-ins that
+    replay captured nccl-tests outputs; gpu2 listed as slow halves every bandwidth its jobs print)."""
+    for name in NODES:
+        set_hardware(hosts[name])
+        hosts[name].check_output(f'echo gpu2 > {SIM}/nccl-tests/nccl_slow_nodes')
+    try:
+        result = validate(simulated, '-e', 'validate_nccl=true')
+        report = json.load(open(os.path.join(simulated['reports'], 'report.json'), encoding='utf-8'))
+        nodes = {node['name']: node for node in report['nodes']}
+        assert nodes['gpu1']['healthy'] and not nodes['gpu2']['healthy'], result.stdout[-3000:]
+        failing = [(c['name'], c['subject']) for c in nodes['gpu2']['checks'] if c['status'] == 'fail']
+        assert ('nccl_busbw', 'all_reduce_perf single') in failing, failing
+        assert all(name.startswith('nccl_') for name, _subject in failing), failing
+        assert re.match(r'llmforge: nccl_(busbw|pair) ', drain_reasons(ctl).get('gpu2', '')), drain_reasons(ctl)
+        assert 'gpu1' not in drain_reasons(ctl)
+        for name in NODES:
+            hosts[name].check_output(f'rm -f {SIM}/nccl-tests/nccl_slow_nodes')
+        # gpu2 is drained, so its own runs cannot be scheduled: only what ran is judged; hardware passes, and the
+        # NCCL drain stays until an NCCL run proves the node (here: the admin resumes it, validate no longer drains).
+        ctl.check_output('scontrol update NodeName=gpu2 State=RESUME')
+        validate(simulated, '-e', 'validate_nccl=true')
+        assert 'gpu2' not in drain_reasons(ctl), drain_reasons(ctl)
+    finally:
+        for name in NODES:
+            hosts[name].run(f'rm -f {SIM}/nccl-tests/nccl_slow_nodes')

@@ -1,0 +1,75 @@
+# Copyright: (c) 2026, llmforge.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The Slurm health check llmforge-nodecheck on the converged cluster, against the nodes' simulated hardware.
+
+slurmd runs HealthCheckProgram when it starts (the demo inventory turns the periodic runs off so nothing else
+changes node states during the tests): a node whose hardware degrades is drained with the validate.yml reason
+after a slurmd restart, and resumed by the next run once repaired; an administrator's drain is left alone.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from conftest import NODES, drain_reasons, set_hardware, wait_for
+
+PROGRAM = '/usr/local/sbin/llmforge-nodecheck'
+
+
+@pytest.fixture
+def restore(hosts, ctl):
+    yield
+    for name in NODES:
+        set_hardware(hosts[name])
+    ctl.run('scontrol update NodeName=gpu1,gpu2 State=RESUME')
+
+
+def test_slurm_runs_llmforge_nodecheck(ctl):
+    config = dict(re.findall(r'^(HealthCheck\w+)\s+=\s+(.*)$', ctl.check_output('scontrol show config'), re.M))
+    assert config == {'HealthCheckInterval': '0 sec', 'HealthCheckNodeState': 'ANY,CYCLE', 'HealthCheckProgram': PROGRAM}
+
+
+@pytest.mark.parametrize('name', NODES)
+def test_healthy_node_passes_quickly_and_writes_metrics(hosts, name):
+    node = hosts[name]
+    started = time.monotonic()
+    result = node.run(f'{PROGRAM} --strict')
+    elapsed = time.monotonic() - started
+    assert result.rc == 0, result.stdout + result.stderr
+    assert re.match(rf'llmforge-nodecheck {name}: healthy \(\d+ pass, 0 fail, ', result.stdout), result.stdout
+    assert elapsed < 5, f'{elapsed:.1f} s'
+    metrics = node.file('/var/lib/node_exporter/textfile/llmforge_nodecheck.prom')
+    assert metrics.mode == 0o644 and 'llmforge_nodecheck_healthy 1\n' in metrics.content_string
+    expectation = node.file('/etc/llmforge/nodecheck.json')
+    assert expectation.mode == 0o644 and '"profile": "h200-sxm-8"' in expectation.content_string
+
+
+def test_slurmd_drains_a_node_whose_hardware_degrades_and_resumes_it_when_repaired(hosts, ctl, restore):
+    gpu2 = hosts['gpu2']
+    set_hardware(gpu2, gpu_x8=True)
+    gpu2.check_output('systemctl restart slurmd')
+    reasons = wait_for(lambda: drain_reasons(ctl).get('gpu2'), timeout=90)
+    assert reasons == 'llmforge: pcie_width GPU0 8', drain_reasons(ctl)
+    assert 'gpu1' not in drain_reasons(ctl)
+    # The next run after the repair lifts the drain it set.
+    set_hardware(gpu2)
+    gpu2.check_output('systemctl restart slurmd')
+    assert wait_for(lambda: 'gpu2' not in drain_reasons(ctl), timeout=90), drain_reasons(ctl)
+    assert wait_for(lambda: ctl.check_output('sinfo -h -N -n gpu2 -o %T').strip() == 'idle', timeout=60)
+
+
+def test_an_administrators_drain_survives_the_health_check(hosts, ctl, restore):
+    ctl.check_output('scontrol update NodeName=gpu1 State=DRAIN Reason="admin: fan swap"')
+    result = hosts['gpu1'].run(PROGRAM)
+    assert result.rc == 0 and 'drained by someone else' in result.stdout, result.stdout + result.stderr
+    assert drain_reasons(ctl).get('gpu1') == 'admin: fan swap'
+
+
+def test_a_hung_nvidia_smi_is_named_and_bounded(hosts):
+    started = time.monotonic()
+    result = hosts['gpu1'].run(f'NVIDIA_SMI_SHIM_HANG=1 {PROGRAM} --no-slurm --strict')
+    assert result.rc == 1 and 'FAILING llmforge: timeout nvidia-smi' in result.stdout, result.stdout + result.stderr
+    assert time.monotonic() - started < 20

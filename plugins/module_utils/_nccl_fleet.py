@@ -1,0 +1,185 @@
+# Copyright: (c) 2026, llmforge.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The NCCL stage of validate.yml: which nccl-tests runs to make, and what the fleet's results say of each node.
+
+Pure Python, no Ansible import. Runs are nccl_tests module results tagged with the test binary, the kind of run
+(`single`: one node, all its GPUs; `pair`: two nodes; `retest`: a node of a failing pair against a known-good
+node) and the nodes. A test (binary, kind, nodes) is judged on the median plateau busbw of its repeats:
+
+- below the static threshold of its binary and kind -> fail;
+- below (100 - tolerance_pct)% of the fleet median of the same binary and kind -> fail (an outlier: slower
+  than its peers even when above the static floor);
+- any repeat with wrong elements, out-of-bounds values or a failed exit -> fail.
+
+A failing pair is bisected like the RDMA fabric test (module_utils/_fabric_plan.py: plan_retests, classify):
+both of its nodes are retested against a known-good node, and the verdict names the bad node, a bad link between
+the two, or says why it could not tell. Node checks come out as `nccl_busbw` (single node), `nccl_pair` (pairs,
+attributed by the bisection) and `nccl_run` (a run that failed for other reasons than bandwidth).
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import typing as t
+
+from ansible_collections.llmforge.cluster.plugins.module_utils import _fabric_plan as fabric
+from ansible_collections.llmforge.cluster.plugins.module_utils._checks import FAIL, PASS, WARN, check, healthy
+
+KINDS = ('single', 'pair', 'retest')
+
+
+class NcclFleetError(ValueError):
+    """Bad input; the message names the field."""
+
+
+def _natural(name: str) -> tuple[t.Any, ...]:
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r'(\d+)', name))
+
+
+def plan_pairs(nodes: t.Sequence[str]) -> list[list[str]]:
+    """Neighbours in natural order: (n1, n2), (n3, n4), ...; an odd last node pairs with the first."""
+    ordered = sorted(dict.fromkeys(nodes), key=_natural)
+    if len(ordered) < 2:
+        return []
+    pairs = [ordered[i:i + 2] for i in range(0, len(ordered) - 1, 2)]
+    if len(ordered) % 2:
+        pairs.append([ordered[-1], ordered[0]])
+    return pairs
+
+
+def _run_key(run: t.Mapping[str, t.Any], index: int) -> tuple[str, str, tuple[str, ...]]:
+    for key in ('test', 'kind', 'nodes', 'result'):
+        if key not in run:
+            raise NcclFleetError(f'runs[{index}] has no {key!r}')
+    if run['kind'] not in KINDS:
+        raise NcclFleetError(f"runs[{index}].kind must be one of {', '.join(KINDS)}, got {run['kind']!r}")
+    nodes = run['nodes']
+    if not isinstance(nodes, (list, tuple)) or not nodes or not all(isinstance(node, str) for node in nodes):
+        raise NcclFleetError(f'runs[{index}].nodes must be a list of node names')
+    return str(run['test']), run['kind'], tuple(nodes)
+
+
+def _threshold(thresholds: t.Mapping[str, t.Any], test: str, kind: str) -> t.Optional[float]:
+    per_test = thresholds.get(test) or {}
+    if not isinstance(per_test, dict):
+        raise NcclFleetError(f'thresholds.{test} must map single/pair to GB/s, got {per_test!r}')
+    value = per_test.get('pair' if kind == 'retest' else kind)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise NcclFleetError(f'thresholds.{test}.{kind} must be a number of GB/s, got {value!r}')
+    return float(value)
+
+
+def judge_tests(runs: t.Sequence[t.Mapping[str, t.Any]], thresholds: t.Mapping[str, t.Any],
+                tolerance_pct: float) -> list[dict[str, t.Any]]:
+    """One verdict per (test, kind, nodes): median busbw over its repeats against the threshold and the fleet."""
+    if isinstance(tolerance_pct, bool) or not isinstance(tolerance_pct, (int, float)) or not 0 <= tolerance_pct < 100:
+        raise NcclFleetError(f'tolerance_pct must be a percentage in [0, 100), got {tolerance_pct!r}')
+    groups: dict[tuple[str, str, tuple[str, ...]], list[t.Mapping[str, t.Any]]] = {}
+    for index, run in enumerate(runs):
+        groups.setdefault(_run_key(run, index), []).append(run['result'] or {})
+    medians: dict[tuple[str, str, tuple[str, ...]], t.Optional[float]] = {}
+    for key, results in groups.items():
+        values = [r['plateau_busbw_gbps'] for r in results if isinstance(r.get('plateau_busbw_gbps'), (int, float))]
+        medians[key] = statistics.median(values) if values else None
+    fleet: dict[tuple[str, str], float] = {}
+    for test, kind in {(key[0], 'pair' if key[1] == 'retest' else key[1]) for key in groups}:
+        values = [m for key, m in medians.items() if key[0] == test and key[1] in (kind, 'retest' if kind == 'pair' else kind)
+                  and m is not None]
+        if values:
+            fleet[(test, kind)] = statistics.median(values)
+    verdicts = []
+    for key in sorted(groups, key=lambda k: (k[0], KINDS.index(k[1]), [_natural(n) for n in k[2]])):
+        test, kind, nodes = key
+        results = groups[key]
+        busbw = medians[key]
+        floor = _threshold(thresholds, test, kind)
+        median_of_fleet = fleet.get((test, 'pair' if kind == 'retest' else kind))
+        problems = []
+        broken = [c for r in results for c in r.get('checks', []) if c.get('status') == FAIL and c.get('name') != 'busbw']
+        if broken or any(r.get('failed') for r in results):
+            first = broken[0] if broken else {'name': 'run', 'message': next((r.get('msg') for r in results if r.get('failed')), 'failed')}
+            problems.append(('run', f"{first['name']}: {first.get('message')}"))
+        if busbw is None:
+            problems.append(('run', 'no busbw measured'))
+        else:
+            if floor is not None and busbw < floor:
+                problems.append(('busbw', f'median busbw {busbw:g} GB/s below the threshold {floor:g} GB/s'))
+            if median_of_fleet and len([m for k, m in medians.items() if k[0] == test and k[1] == kind]) >= 2 \
+                    and busbw < median_of_fleet * (1 - tolerance_pct / 100):
+                problems.append(('busbw', f'median busbw {busbw:g} GB/s is more than {tolerance_pct:g}% below the fleet '
+                                          f'median {median_of_fleet:g} GB/s'))
+        verdicts.append({
+            'test': test, 'kind': kind, 'nodes': list(nodes), 'repeats': len(results), 'busbw_gbps': busbw,
+            'all_busbw_gbps': [r.get('plateau_busbw_gbps') for r in results], 'threshold_gbps': floor,
+            'fleet_median_gbps': median_of_fleet, 'status': FAIL if problems else PASS,
+            'problem': problems[0][0] if problems else None,
+            'message': '; '.join(text for _kind, text in problems) if problems else
+            f'median busbw {busbw:g} GB/s over {len(results)} run(s)',
+        })
+    return verdicts
+
+
+def _as_fabric(verdict: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
+    """A pair verdict as a _fabric_plan test result on one 'rail' per test binary."""
+    client, server = verdict['nodes'][:2]
+    return {'client': client, 'server': server, 'rail': 0, 'status': verdict['status'], 'test': verdict['test']}
+
+
+def plan_bisection(verdicts: t.Sequence[t.Mapping[str, t.Any]]) -> list[dict[str, t.Any]]:
+    """Retests for failing pairs: [{'test', 'nodes': [suspect, known-good]}]; a failure without a known-good peer
+    gives no retest (classify then says why). Known-good nodes passed every pair and single run of that test."""
+    retests: list[dict[str, t.Any]] = []
+    for test in sorted({v['test'] for v in verdicts}):
+        pairs = [_as_fabric(v) for v in verdicts if v['test'] == test and v['kind'] == 'pair']
+        bad_singles = {v['nodes'][0] for v in verdicts if v['test'] == test and v['kind'] == 'single' and v['status'] == FAIL}
+        # A node whose own single-node run failed is not a known-good peer.
+        usable = [dict(p, status=FAIL) if {p['client'], p['server']} & bad_singles else p for p in pairs]
+        failing = [p for p in pairs if p['status'] == FAIL]
+        if not failing:
+            continue
+        for round_tests in fabric.plan_retests([p for p in usable if p['status'] == PASS] + failing):
+            for planned in round_tests:
+                if planned['server'] is not None:
+                    retests.append({'test': test, 'nodes': [planned['client'], planned['server']]})
+    unique = {(r['test'], tuple(r['nodes'])): r for r in retests}
+    return list(unique.values())
+
+
+def node_results(nodes: t.Sequence[str], verdicts: t.Sequence[t.Mapping[str, t.Any]]) -> dict[str, dict[str, t.Any]]:
+    """{node: {'checks': [...], 'healthy': bool, 'tests': [...]}} for the report, the drain and the summary."""
+    checks: dict[str, list[dict[str, t.Any]]] = {node: [] for node in nodes}
+
+    def add(node: str, item: dict[str, t.Any]) -> None:
+        checks.setdefault(node, []).append(item)
+
+    for verdict in verdicts:
+        if verdict['kind'] != 'single':
+            continue
+        node = verdict['nodes'][0]
+        name = 'nccl_run' if verdict['problem'] == 'run' else 'nccl_busbw'
+        add(node, check(name, verdict['status'], f"{verdict['test']} single", verdict['threshold_gbps'],
+                        verdict['busbw_gbps'], verdict['message']))
+    for test in sorted({v['test'] for v in verdicts}):
+        retests = [_as_fabric(v) for v in verdicts if v['test'] == test and v['kind'] == 'retest']
+        for verdict in (v for v in verdicts if v['test'] == test and v['kind'] == 'pair'):
+            subject = f"{test} {'+'.join(verdict['nodes'])}"
+            if verdict['status'] == PASS:
+                for node in verdict['nodes']:
+                    add(node, check('nccl_pair', PASS, subject, verdict['threshold_gbps'], verdict['busbw_gbps'],
+                                    verdict['message']))
+                continue
+            outcome = fabric.classify(_as_fabric(verdict), retests)
+            singles = {v['nodes'][0]: v['status'] for v in verdicts if v['test'] == test and v['kind'] == 'single'}
+            suspects = outcome['suspects']
+            if outcome['verdict'].startswith('undetermined') and any(singles.get(n) == FAIL for n in verdict['nodes']):
+                # No peer to bisect against (e.g. a 2-node cluster): blame the node whose own run failed.
+                suspects = [n for n in verdict['nodes'] if singles.get(n) == FAIL]
+            for node in verdict['nodes']:
+                status = FAIL if node in suspects else WARN if outcome['verdict'].startswith('undetermined') else PASS
+                add(node, check('nccl_pair', status, subject, verdict['threshold_gbps'], verdict['busbw_gbps'],
+                                f"{verdict['message']}; {outcome['verdict']}"))
+    return {node: {'checks': sorted(items, key=lambda c: c['status'] != FAIL), 'healthy': healthy(items)}
+            for node, items in checks.items()}

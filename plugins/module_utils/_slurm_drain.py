@@ -1,0 +1,99 @@
+# Copyright: (c) 2026, llmforge.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""When a node is drained or resumed in Slurm because of validation checks, and with which reason.
+
+Pure Python, standard library only: used by playbooks/validate.yml (through the llmforge.cluster.drain_reason,
+slurm_node_state and drain_action filters) and by the node health check llmforge-nodecheck, so both drain with
+the same reason and follow the same rules:
+
+- a failing node that is not drained yet is drained with `llmforge: <check> <subject> <actual>`, from its first
+  failing check (compact, quotes removed, at most 120 characters);
+- a drained node whose reason starts with `llmforge:` (ours) is resumed once the check named in that reason was
+  evaluated again and nothing fails; a reason naming a check this run did not evaluate (e.g. an NCCL bandwidth
+  drain seen by the node health check) is left alone;
+- a node drained for any other reason (an administrator's, another tool's) is never resumed nor re-drained.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import typing as t
+
+REASON_PREFIX = 'llmforge:'
+MAX_REASON = 120
+# Checks that stand for a whole validator that could not run (see llmforge-nodecheck): a drain for one of them is
+# lifted when the validators ran and passed.
+RUN_CHECKS = frozenset({'run', 'timeout'})
+
+_STATE = re.compile(r'(?:^|\s)State=(\S+)')
+# Reason runs to the next ` Key=` field (or the end); Slurm appends ` [user@time]`.
+_REASON = re.compile(r'(?:^|\s)Reason=(.*?)(?: \[[^\]]*\])?(?=\s+[A-Za-z]+=|\s*$)')
+_NODE_NAME = re.compile(r'(?:^|\s)NodeName=(\S+)')
+
+
+def _actual_text(check: t.Mapping[str, t.Any]) -> str:
+    actual = check.get('actual')
+    if actual is None:
+        return str(check.get('message') or '')
+    if isinstance(actual, str):
+        return actual
+    return json.dumps(actual, separators=(',', ':'))
+
+
+def drain_reason(checks: t.Iterable[t.Mapping[str, t.Any]]) -> str:
+    """`llmforge: <check> <subject> <actual>` of the first failing check; '' when nothing fails."""
+    for item in checks:
+        if item.get('status') == 'fail':
+            text = f"{REASON_PREFIX} {item.get('name')} {item.get('subject') or 'node'} {_actual_text(item)}"
+            text = re.sub(r'\s+', ' ', text.replace('"', '').replace("'", '')).strip()
+            return text[:MAX_REASON].rstrip()
+    return ''
+
+
+def parse_node(text: str) -> dict[str, t.Any]:
+    """Name, state, reason and drained flag from one `scontrol show node <name> -o` line."""
+    name = _NODE_NAME.search(text)
+    state = _STATE.search(text)
+    reason = _REASON.search(text)
+    state_text = state.group(1) if state else ''
+    reason_text = reason.group(1).strip() if reason else ''
+    if reason_text == '(null)':
+        reason_text = ''
+    return {
+        'name': name.group(1) if name else None,
+        'state': state_text,
+        'reason': reason_text,
+        'drained': 'DRAIN' in state_text.upper(),
+    }
+
+
+def _reason_check(reason: str) -> t.Optional[str]:
+    """The check named by one of our reasons; None when the reason is not ours."""
+    if not reason.startswith(REASON_PREFIX):
+        return None
+    words = reason[len(REASON_PREFIX):].split()
+    return words[0] if words else ''
+
+
+def drain_action(checks: t.Sequence[t.Mapping[str, t.Any]], node: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
+    """What to do with a node: {'action': 'drain'|'resume'|None, 'reason': ..., 'why': ...}.
+
+    `checks` are this run's checks of the node (all validators), `node` is parse_node()'s result.
+    """
+    reason = drain_reason(checks)
+    drained = bool(node.get('drained'))
+    old = str(node.get('reason') or '')
+    if reason:
+        if drained:
+            return {'action': None, 'reason': reason, 'why': f'failing, already drained ({old or "no reason"})'}
+        return {'action': 'drain', 'reason': reason, 'why': 'failing'}
+    if not drained:
+        return {'action': None, 'reason': '', 'why': 'healthy'}
+    named = _reason_check(old)
+    if named is None:
+        return {'action': None, 'reason': '', 'why': f'healthy, drained by someone else ({old or "no reason"}): left alone'}
+    evaluated = {str(item.get('name')) for item in checks} | RUN_CHECKS
+    if named not in evaluated:
+        return {'action': None, 'reason': '', 'why': f'healthy, but drained for a check not run here ({old}): left alone'}
+    return {'action': 'resume', 'reason': '', 'why': f'healthy again (was drained for: {old})'}
