@@ -276,7 +276,7 @@ def main(argv: t.Optional[list[str]] = None) -> int:
     try:
         config = load_config(args.config)
     except ConfigError as err:
-        print(f'llmforge-nodecheck: {err}', file=sys.stderr)
+        sys.stderr.write(f'llmforge-nodecheck: {err}\n')
         return 2
     node_name = args.node or config['node_name'] or os.environ.get('SLURMD_NODENAME') or os.uname().nodename.split('.')[0]
     result = run(config, node_name, use_slurm=not args.no_slurm, dry_run=args.dry_run)
@@ -289,9 +289,9 @@ def main(argv: t.Optional[list[str]] = None) -> int:
         try:
             write_atomic(path, text)
         except OSError as err:
-            print(f'llmforge-nodecheck: cannot write {path}: {err}', file=sys.stderr)
-    print(json.dumps(result, indent=1, sort_keys=True) if args.json else summary(result))
+            sys.stderr.write(f'llmforge-nodecheck: cannot write {path}: {err}\n')
+    sys.stdout.write((json.dumps(result, indent=1, sort_keys=True) if args.json else summary(result)) + '\n')
     if result['slurm_error']:
-        print(f"llmforge-nodecheck: {result['slurm_error']}", file=sys.stderr)
+        sys.stderr.write(f"llmforge-nodecheck: {result['slurm_error']}\n")
         return 3
     return 1 if args.strict and not result['healthy'] else 0

@@ -78,6 +78,25 @@ ROLE_CASES = [
         readme_mentions=frozenset({'llmforge.cluster.monitoring', 'Reload Prometheus', 'metrics/openmetrics', 'monitoring_address'}),
     ),
     RoleCase(
+        name='infiniband',
+        entry_points=frozenset({'main'}),
+        full_entry_point='main',
+        readme_mentions=frozenset({'llmforge.cluster.infiniband', 'node_index', 'llmforge.cluster.ipoib_addresses'}),
+    ),
+    RoleCase(
+        name='local_scratch',
+        entry_points=frozenset({'main'}),
+        full_entry_point='main',
+        readme_mentions=frozenset({'llmforge.cluster.local_scratch', 'llmforge.cluster.scratch_devices',
+                                   'job_container/tmpfs', 'Rebuild the initramfs'}),
+    ),
+    RoleCase(
+        name='lustre_client',
+        entry_points=frozenset({'main'}),
+        full_entry_point='main',
+        readme_mentions=frozenset({'llmforge.cluster.lustre_client', 'infiniband_ipoib_networks', 'llmforge-checkpoint-prune'}),
+    ),
+    RoleCase(
         name='packages',
         entry_points=frozenset({'main', 'apt_cache'}),
         full_entry_point='main',

@@ -7,11 +7,11 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import time
 
 import pytest
 
 from conftest import ALL_HOSTS, NODES, PROJECT, wait_for
+
 
 def job_state(ctl, job_id):
     out = ctl.check_output(f'sacct -X -n -P -j {job_id} -o State')

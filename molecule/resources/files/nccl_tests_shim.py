@@ -1,7 +1,9 @@
-#!/usr/bin/env python3
 # Copyright: (c) 2026, llmforge.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Test stand-in for nccl-tests binaries (all_reduce_perf, alltoall_perf) run through srun on simulated nodes.
+
+Called as `python3 nccl_tests_shim.py <binary name> <nccl-tests arguments...>` by the bin/<binary> wrappers
+molecule/resources/prepare.yml writes.
 
 Rank 0 prints a captured nccl-tests output (the one-node 8-GPU fixture, or the two-node one when the job spans
 two nodes); other ranks print nothing, as nccl-tests does. When a node of the job is listed in
@@ -14,8 +16,7 @@ import re
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.realpath(__file__))
-SIM = os.path.dirname(HERE)
+SIM = os.path.dirname(os.path.realpath(__file__))
 ROW = re.compile(r'^(\s+\d+\s+\d+\s+\S+\s+\S+\s+-?\d+)((?:\s+\S+){8})\s*$')
 
 
@@ -40,11 +41,15 @@ def scaled(line, factor):
 def main():
     if os.environ.get('SLURM_PROCID', '0') != '0':
         return 0
-    binary = os.path.basename(sys.argv[0])
+    binary = sys.argv[1] if len(sys.argv) > 1 else ''
     nodes = job_nodes()
     two = len(nodes) > 1
-    fixture = {('all_reduce_perf', False): 'all_reduce_perf_8gpu.txt', ('all_reduce_perf', True): 'all_reduce_perf_2node_16gpu.txt',
-               ('alltoall_perf', False): 'alltoall_perf_8gpu.txt', ('alltoall_perf', True): 'alltoall_perf_8gpu.txt'}[(binary, two)]
+    fixtures = {('all_reduce_perf', False): 'all_reduce_perf_8gpu.txt', ('all_reduce_perf', True): 'all_reduce_perf_2node_16gpu.txt',
+                ('alltoall_perf', False): 'alltoall_perf_8gpu.txt', ('alltoall_perf', True): 'alltoall_perf_8gpu.txt'}
+    if (binary, two) not in fixtures:
+        sys.stderr.write(f'nccl_tests_shim: unknown test {binary!r}\n')
+        return 2
+    fixture = fixtures[(binary, two)]
     try:
         with open(os.path.join(SIM, 'nccl_slow_nodes'), encoding='utf-8') as handle:
             slow = set(handle.read().split())

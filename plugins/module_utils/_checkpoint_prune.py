@@ -1,0 +1,347 @@
+# Copyright: (c) 2026, llmforge.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Prune training checkpoint directories beyond a retention policy: keep the newest N and every Mth step.
+
+Standard library only, no Ansible or collection import: the lustre_client role installs this file as
+``/usr/local/lib/llmforge/llmforge_checkpoint_prune.py`` and runs it through the ``llmforge-checkpoint-prune``
+wrapper from a systemd timer. The policy (``plan``) is a pure function; ``main`` adds the file system.
+
+Policy, per root directory (each root holds the checkpoints of one run, e.g. ``/lustre/ckpt/run42``):
+
+* A root containing glob characters (``/lustre/ckpt/*``) stands for every directory it matches.
+* A checkpoint is a directory directly under the root whose name matches ``pattern`` as a whole; the
+  pattern's group ``step`` (or else its first group) is the step number, e.g. ``step_000123`` -> 123.
+  Checkpoints are ordered by step number, never by modification time (a copy or a ``touch`` changes mtime).
+  Symbolic links and other entries are never touched.
+* In progress (kept, and not counted as one of the newest): a checkpoint whose directory or any direct entry
+  was modified less than ``min_age`` seconds ago, or that lacks ``complete_marker`` when one is configured.
+* The ``keep_last`` newest complete checkpoints are kept: a run always has that many to resume from.
+* With ``keep_every`` M > 0, every checkpoint whose *step number* is a multiple of M is kept. Step numbers,
+  not positions in the list, so a checkpoint's fate never changes from one run to the next: positions shift
+  whenever an older checkpoint is removed, and a position rule would delete a little more on every run.
+* A checkpoint a symbolic link in the root points to (``latest -> step_000500``) is kept.
+* Everything else is removed: renamed to ``.llmforge-pruning-<name>`` first (a half-removed checkpoint
+  must never look like a checkpoint to a resuming job), then deleted. Leftovers of an interrupted removal
+  are deleted on the next run.
+
+Every decision is logged, one line each, to standard output (the journal under systemd) and to the
+optional log file. Exit status: 0 done, 1 some root or checkpoint could not be read or removed (the others
+were still processed), 2 bad arguments or configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import glob
+import json
+import os
+import re
+import shutil
+import sys
+import time
+import typing as t
+
+PROGRAM = 'llmforge-checkpoint-prune'
+DEFAULT_PATTERN = r'(?:step_|checkpoint-|global_step)(?P<step>[0-9]+)'
+PRUNING_PREFIX = '.llmforge-pruning-'
+DEFAULT_LOCK_FILE = '/run/llmforge-checkpoint-prune.lock'
+
+
+class PruneConfigError(ValueError):
+    """A policy or configuration value that cannot be used; the message names the setting."""
+
+
+class Checkpoint(t.NamedTuple):
+    name: str
+    step: int
+    # Newest modification time (epoch seconds) of the directory and its direct entries.
+    mtime: float
+    # False when a completion marker is configured and missing.
+    complete: bool
+    # Target of a symbolic link in the root.
+    linked: bool = False
+
+
+class Decision(t.NamedTuple):
+    checkpoint: Checkpoint
+    keep: bool
+    reason: str
+
+
+def compile_pattern(pattern: t.Any) -> re.Pattern:
+    """The checkpoint name pattern; it must compile and have a ``step`` group or at least one group."""
+    if not isinstance(pattern, str) or not pattern:
+        raise PruneConfigError(f'pattern: {pattern!r} is not a regular expression')
+    try:
+        compiled = re.compile(pattern)
+    except re.error as error:
+        raise PruneConfigError(f'pattern: {pattern!r} is not a valid regular expression ({error})') from None
+    if compiled.groups < 1:
+        raise PruneConfigError(f'pattern: {pattern!r} has no group; put the step number in (?P<step>[0-9]+)')
+    return compiled
+
+
+def step_of(compiled: re.Pattern, name: str) -> t.Optional[int]:
+    """The step number of a checkpoint name, or None when the name is not a checkpoint's."""
+    match = compiled.fullmatch(name)
+    if not match:
+        return None
+    text = match.group('step') if 'step' in compiled.groupindex else match.group(1)
+    return int(text) if text is not None and text.isdigit() else None
+
+
+def check_policy(keep_last: t.Any, keep_every: t.Any, min_age: t.Any) -> None:
+    for name, value, least in (('keep_last', keep_last, 1), ('keep_every', keep_every, 0), ('min_age', min_age, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise PruneConfigError(f'{name}: {value!r} must be an integer of at least {least}')
+
+
+def plan(checkpoints: t.Iterable[Checkpoint], keep_last: int, keep_every: int = 0, min_age: int = 0,
+         now: t.Optional[float] = None) -> list[Decision]:
+    """Decide for every checkpoint, in step order, whether it is kept (and why) or removed."""
+    check_policy(keep_last, keep_every, min_age)
+    now = time.time() if now is None else now
+    ordered = sorted(checkpoints, key=lambda checkpoint: (checkpoint.step, checkpoint.name))
+    in_progress = {}
+    for checkpoint in ordered:
+        if not checkpoint.complete:
+            in_progress[checkpoint.name] = 'in progress: no completion marker'
+        elif now - checkpoint.mtime < min_age:
+            in_progress[checkpoint.name] = f'in progress: modified {max(0, int(now - checkpoint.mtime))} s ago (< min_age {min_age} s)'
+    finished = [checkpoint for checkpoint in ordered if checkpoint.name not in in_progress]
+    newest = {checkpoint.name for checkpoint in finished[-keep_last:]}
+    decisions = []
+    for checkpoint in ordered:
+        if checkpoint.name in in_progress:
+            decisions.append(Decision(checkpoint, True, in_progress[checkpoint.name]))
+        elif checkpoint.name in newest:
+            decisions.append(Decision(checkpoint, True, f'one of the newest {keep_last}'))
+        elif keep_every and checkpoint.step % keep_every == 0:
+            decisions.append(Decision(checkpoint, True, f'step {checkpoint.step} is a multiple of keep_every {keep_every}'))
+        elif checkpoint.linked:
+            decisions.append(Decision(checkpoint, True, 'a symbolic link in the root points to it'))
+        else:
+            decisions.append(Decision(checkpoint, False, 'beyond the retention policy'))
+    return decisions
+
+
+# The file system side -------------------------------------------------------------------------------
+
+
+def say(line: str, stream: t.TextIO) -> None:
+    """One line to a standard stream, flushed at once so the journal keeps the order."""
+    stream.write(line + '\n')
+    stream.flush()
+
+
+class Logger:
+    """One line per event to standard output and, when given, appended to a log file."""
+
+    def __init__(self, log_file: t.Optional[str], dry_run: bool):
+        self.prefix = '[dry-run] ' if dry_run else ''
+        self.handle = open(log_file, 'a', encoding='utf-8') if log_file else None  # pylint: disable=consider-using-with
+
+    def __call__(self, message: str, error: bool = False) -> None:
+        line = f"{'ERROR: ' if error else ''}{self.prefix}{message}"
+        say(line, sys.stderr if error else sys.stdout)
+        if self.handle:
+            self.handle.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')} {PROGRAM}: {line}\n")
+            self.handle.flush()
+
+    def close(self) -> None:
+        if self.handle:
+            self.handle.close()
+
+
+def newest_mtime(path: str) -> float:
+    """The newest mtime of a directory and its direct entries (one directory read, no deep walk on Lustre)."""
+    newest = os.lstat(path).st_mtime
+    with os.scandir(path) as entries:
+        for entry in entries:
+            try:
+                newest = max(newest, entry.stat(follow_symlinks=False).st_mtime)
+            except FileNotFoundError:
+                continue
+    return newest
+
+
+def scan(root: str, compiled: re.Pattern, complete_marker: str) -> tuple[list[Checkpoint], list[str]]:
+    """The checkpoints under a root, and the leftovers of interrupted removals."""
+    linked = set()
+    candidates, leftovers = [], []
+    with os.scandir(root) as entries:
+        for entry in entries:
+            if entry.name.startswith(PRUNING_PREFIX) and entry.is_dir(follow_symlinks=False):
+                leftovers.append(entry.name)
+            elif entry.is_symlink():
+                target = os.path.realpath(entry.path)
+                if os.path.dirname(target) == os.path.realpath(root):
+                    linked.add(os.path.basename(target))
+            elif entry.is_dir(follow_symlinks=False) and step_of(compiled, entry.name) is not None:
+                candidates.append(entry)
+    checkpoints = []
+    for entry in candidates:
+        complete = not complete_marker or os.path.exists(os.path.join(entry.path, complete_marker))
+        checkpoints.append(Checkpoint(entry.name, step_of(compiled, entry.name), newest_mtime(entry.path), complete,
+                                      entry.name in linked))
+    return checkpoints, sorted(leftovers)
+
+
+def remove(root: str, name: str) -> None:
+    """Hide the checkpoint under a name no pattern matches, then delete it."""
+    hidden = os.path.join(root, PRUNING_PREFIX + name)
+    os.rename(os.path.join(root, name), hidden)
+    shutil.rmtree(hidden)
+
+
+def prune_root(root: str, settings: dict[str, t.Any], log: Logger) -> bool:
+    """Apply the policy to one root; False when something could not be read or removed."""
+    ok = True
+    try:
+        checkpoints, leftovers = scan(root, settings['compiled'], settings['complete_marker'])
+    except OSError as error:
+        log(f'{root}: cannot read the checkpoint directory: {error}', error=True)
+        return False
+    for name in leftovers:
+        path = os.path.join(root, name)
+        if settings['dry_run']:
+            log(f'would finish removing {path} (left by an interrupted removal)')
+            continue
+        try:
+            shutil.rmtree(path)
+            log(f'finished removing {path} (left by an interrupted removal)')
+        except OSError as error:
+            log(f'cannot remove {path}: {error}', error=True)
+            ok = False
+    decisions = plan(checkpoints, settings['keep_last'], settings['keep_every'], settings['min_age'])
+    removed = 0
+    for decision in decisions:
+        path = os.path.join(root, decision.checkpoint.name)
+        if decision.keep:
+            log(f'keep {path} (step {decision.checkpoint.step}): {decision.reason}')
+        elif settings['dry_run']:
+            log(f'would remove {path} (step {decision.checkpoint.step}): {decision.reason}')
+            removed += 1
+        else:
+            try:
+                remove(root, decision.checkpoint.name)
+                log(f'removed {path} (step {decision.checkpoint.step}): {decision.reason}')
+                removed += 1
+            except OSError as error:
+                log(f'cannot remove {path}: {error}', error=True)
+                ok = False
+    verb = 'would remove' if settings['dry_run'] else 'removed'
+    log(f'{root}: {len(decisions)} checkpoints, kept {len(decisions) - removed}, {verb} {removed}')
+    return ok
+
+
+SETTINGS = {
+    # name: (type, default)
+    'roots': (list, []),
+    'pattern': (str, DEFAULT_PATTERN),
+    'keep_last': (int, 3),
+    'keep_every': (int, 0),
+    'min_age': (int, 3600),
+    'complete_marker': (str, ''),
+    'dry_run': (bool, True),
+    'log_file': (str, ''),
+}
+
+
+def expand_roots(roots: t.Sequence[str], log: Logger) -> list[str]:
+    """Roots as given; a root with glob characters (/lustre/ckpt/*) stands for every directory it matches."""
+    expanded = []
+    for root in roots:
+        if re.search(r'[*?[]', root):
+            matches = sorted(path for path in glob.glob(root) if os.path.isdir(path) and not os.path.islink(path))
+            if not matches:
+                log(f'{root}: no directory matches')
+            expanded.extend(matches)
+        else:
+            expanded.append(root)
+    return list(dict.fromkeys(expanded))
+
+
+def load_settings(config_path: t.Optional[str], overrides: dict[str, t.Any]) -> dict[str, t.Any]:
+    """Defaults, then the JSON configuration file, then the command line; checked."""
+    settings = {name: default for name, (_kind, default) in SETTINGS.items()}
+    if config_path:
+        try:
+            with open(config_path, encoding='utf-8') as handle:
+                loaded = json.load(handle)
+        except (OSError, ValueError) as error:
+            raise PruneConfigError(f'cannot read the configuration {config_path}: {error}') from None
+        if not isinstance(loaded, dict):
+            raise PruneConfigError(f'{config_path}: the configuration must be a JSON object')
+        unknown = sorted(set(loaded) - set(SETTINGS))
+        if unknown:
+            raise PruneConfigError(f'{config_path}: unknown settings {unknown}; known: {sorted(SETTINGS)}')
+        settings.update(loaded)
+    settings.update({name: value for name, value in overrides.items() if value is not None})
+    for name, (kind, _default) in SETTINGS.items():
+        value = settings[name]
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise PruneConfigError(f'{name}: {value!r} is not a {kind.__name__}')
+    roots = settings['roots']
+    if not roots or not all(isinstance(root, str) and os.path.isabs(root) for root in roots):
+        raise PruneConfigError(f'roots: {roots!r} must be a non-empty list of absolute directory paths')
+    if '/' in settings['complete_marker']:
+        raise PruneConfigError(f"complete_marker: {settings['complete_marker']!r} must be a file name, not a path")
+    check_policy(settings['keep_last'], settings['keep_every'], settings['min_age'])
+    settings['compiled'] = compile_pattern(settings['pattern'])
+    return settings
+
+
+def parse_args(argv: t.Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=PROGRAM, description=__doc__.split('\n\n', 1)[0],
+                                     epilog='Command-line values override the configuration file.')
+    parser.add_argument('--config', metavar='FILE', help='JSON file with the settings below (roots, pattern, keep_last, ...)')
+    parser.add_argument('--root', dest='roots', action='append', metavar='DIR', help='checkpoint directory of one run (repeatable)')
+    parser.add_argument('--pattern', help=f'checkpoint directory names, with the step number in group "step" (default: {DEFAULT_PATTERN})')
+    parser.add_argument('--keep-last', dest='keep_last', type=int, metavar='N', help='newest complete checkpoints to keep (default: 3)')
+    parser.add_argument('--keep-every', dest='keep_every', type=int, metavar='M',
+                        help='also keep every checkpoint whose step number is a multiple of M; 0: none (default: 0)')
+    parser.add_argument('--min-age', dest='min_age', type=int, metavar='SECONDS',
+                        help='checkpoints modified more recently are in progress and kept (default: 3600)')
+    parser.add_argument('--complete-marker', dest='complete_marker', metavar='NAME',
+                        help='file a finished checkpoint contains; checkpoints without it are kept (default: none)')
+    parser.add_argument('--dry-run', dest='dry_run', action=argparse.BooleanOptionalAction, default=None,
+                        help='only print what would be removed (default: on)')
+    parser.add_argument('--log-file', dest='log_file', metavar='PATH', help='also append every line to this file')
+    parser.add_argument('--lock-file', dest='lock_file', default=DEFAULT_LOCK_FILE, metavar='PATH',
+                        help=f'held while running, so two runs never overlap (default: {DEFAULT_LOCK_FILE})')
+    return parser.parse_args(argv)
+
+
+def main(argv: t.Optional[t.Sequence[str]] = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    overrides = {name: getattr(args, name) for name in SETTINGS}
+    try:
+        settings = load_settings(args.config, overrides)
+    except PruneConfigError as error:
+        say(f'{PROGRAM}: {error}', sys.stderr)
+        return 2
+    try:
+        lock = open(args.lock_file, 'a', encoding='utf-8')  # pylint: disable=consider-using-with
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as error:
+        say(f'{PROGRAM}: another run holds {args.lock_file} ({error}); nothing done', sys.stderr)
+        return 1
+    try:
+        log = Logger(settings['log_file'] or None, settings['dry_run'])
+    except OSError as error:
+        say(f"{PROGRAM}: cannot open the log file {settings['log_file']}: {error}", sys.stderr)
+        return 1
+    try:
+        ok = True
+        for root in expand_roots(settings['roots'], log):
+            ok = prune_root(root, settings, log) and ok
+        return 0 if ok else 1
+    finally:
+        log.close()
+        lock.close()
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())
