@@ -84,8 +84,8 @@ def listing(host, path):
 def test_the_repository_is_an_apt_source(host):
     sources = host.file('/etc/apt/sources.list.d/llmforge-lustre.sources')
     assert sources.user == 'root' and sources.mode == 0o644
-    assert sources.content_string.splitlines()[1:] == ['Types: deb', 'URIs: file:/srv/lustre-test-repo', 'Suites: ./',
-                                                        'Trusted: yes']
+    expected = ['Types: deb', 'URIs: file:/srv/lustre-test-repo', 'Suites: ./', 'Trusted: yes']
+    assert sources.content_string.splitlines()[1:] == expected
 
 
 def test_the_client_utilities_are_installed_and_held(host):
