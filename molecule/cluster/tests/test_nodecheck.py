@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The Slurm health check llmforge-nodecheck on the converged cluster, against the nodes' simulated hardware.
 
-slurmd runs HealthCheckProgram when it starts (the demo inventory spaces the periodic runs a day apart so nothing
+slurmd runs HealthCheckProgram when it starts (the demo inventory spaces the periodic runs 12 hours apart so nothing
 else changes node states during the tests): a node whose hardware degrades is drained with the validate.yml reason
 after a slurmd restart, and resumed by the next run once repaired; an administrator's drain is left alone.
 """
@@ -29,7 +29,7 @@ def restore(hosts, ctl):
 
 def test_slurm_runs_llmforge_nodecheck(ctl):
     config = dict(re.findall(r'^(HealthCheck\w+)\s+=\s+(.*)$', ctl.check_output('scontrol show config'), re.M))
-    assert config['HealthCheckProgram'] == PROGRAM and config['HealthCheckInterval'] == '86400 sec', config
+    assert config['HealthCheckProgram'] == PROGRAM and config['HealthCheckInterval'] == '43200 sec', config
     # Slurm prints the flags in its own order (CYCLE,ANY).
     assert set(config['HealthCheckNodeState'].split(',')) == {'ANY', 'CYCLE'}, config
 
