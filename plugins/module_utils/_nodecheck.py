@@ -23,13 +23,13 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import typing as t
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import _gpu_topology as gpu
 from ansible_collections.llmforge.cluster.plugins.module_utils import _rdma_links as rdma
+from ansible_collections.llmforge.cluster.plugins.module_utils import _report as report
 from ansible_collections.llmforge.cluster.plugins.module_utils import _slurm_drain as drain
 from ansible_collections.llmforge.cluster.plugins.module_utils._checks import FAIL, check, healthy
 
@@ -213,21 +213,6 @@ def metrics_text(result: dict[str, t.Any]) -> str:
     return '\n'.join(lines) + '\n'
 
 
-def write_atomic(path: str, text: str) -> None:
-    """Write through a temporary file in the same directory, renamed over the target."""
-    directory = os.path.dirname(path) or '.'
-    handle, tmp = tempfile.mkstemp(dir=directory, prefix='.' + os.path.basename(path) + '.')
-    try:
-        with os.fdopen(handle, 'w', encoding='utf-8') as out:
-            out.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def run(config: dict[str, t.Any], node_name: str, use_slurm: bool, dry_run: bool) -> dict[str, t.Any]:
     started = time.monotonic()
     checks = run_validators(config)
@@ -287,7 +272,7 @@ def main(argv: t.Optional[list[str]] = None) -> int:
         outputs.append((config['state_file'], json.dumps(result, indent=1, sort_keys=True) + '\n'))
     for path, text in outputs:
         try:
-            write_atomic(path, text)
+            report.write_atomic(path, text)
         except OSError as err:
             sys.stderr.write(f'llmforge-nodecheck: cannot write {path}: {err}\n')
     sys.stdout.write((json.dumps(result, indent=1, sort_keys=True) if args.json else summary(result)) + '\n')

@@ -439,7 +439,8 @@ def render_html(report: t.Mapping[str, t.Any]) -> str:
 REPORT_FILES = (('json', 'report.json', render_json), ('junit', 'junit.xml', render_junit), ('html', 'report.html', render_html))
 
 
-def _write_atomic(path: str, text: str) -> None:
+def write_atomic(path: str, text: str) -> None:
+    """Write through a hidden temporary file in the same directory, synced and renamed over `path` (mode 0644)."""
     directory = os.path.dirname(path)
     handle, temp = tempfile.mkstemp(dir=directory, prefix='.' + os.path.basename(path) + '.', suffix='.tmp')
     try:
@@ -461,5 +462,5 @@ def write_report(report: t.Mapping[str, t.Any], directory: str) -> dict[str, str
     os.makedirs(directory, exist_ok=True)
     rendered = [(key, os.path.join(directory, filename), render(report)) for key, filename, render in REPORT_FILES]
     for key, path, text in rendered:
-        _write_atomic(path, text)
+        write_atomic(path, text)
     return {key: path for key, path, text in rendered}

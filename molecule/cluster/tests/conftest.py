@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 import testinfra
@@ -30,16 +29,6 @@ def hosts():
 @pytest.fixture(scope='module')
 def ctl(hosts):
     return hosts[CONTROLLER]
-
-
-def wait_for(check, timeout=90, interval=2):
-    """Poll `check` until it returns a truthy value; the last value is returned either way."""
-    deadline = time.monotonic() + timeout
-    result = check()
-    while not result and time.monotonic() < deadline:
-        time.sleep(interval)
-        result = check()
-    return result
 
 
 def drain_reasons(ctl):

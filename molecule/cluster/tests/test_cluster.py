@@ -10,7 +10,8 @@ import subprocess
 
 import pytest
 
-from conftest import ALL_HOSTS, NODES, PROJECT, wait_for
+from conftest import ALL_HOSTS, NODES, PROJECT
+from scenario_helpers import wait_for
 
 
 def job_state(ctl, job_id):

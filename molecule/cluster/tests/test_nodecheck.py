@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from conftest import NODES, drain_reasons, set_hardware, wait_for
+from conftest import NODES, drain_reasons, set_hardware
+from scenario_helpers import wait_for
 
 PROGRAM = '/usr/local/sbin/llmforge-nodecheck'
 

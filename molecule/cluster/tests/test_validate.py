@@ -20,8 +20,7 @@ from html.parser import HTMLParser
 import pytest
 
 from conftest import NODES, PROJECT, SIM, SIM_NVIDIA_SMI, drain_reasons, set_hardware
-
-RECAP = re.compile(r'^(ctl1|gpu1|gpu2|localhost)\s+:\s+(.*)$', re.M)
+from scenario_helpers import recaps
 
 
 @pytest.fixture(scope='module')
@@ -46,10 +45,6 @@ def validate(simulated, *extra):
     return result
 
 
-def recap(result):
-    return dict(RECAP.findall(result.stdout))
-
-
 class RowParser(HTMLParser):
     def __init__(self):
         super().__init__()
@@ -66,7 +61,7 @@ def test_check_mode_says_it_would_drain_and_changes_nothing(simulated, ctl):
     result = validate(simulated, '--check')
     assert re.search(r'would drain gpu2: llmforge: ', result.stdout), result.stdout[-4000:]
     assert 'would drain gpu1' not in result.stdout
-    assert 'changed=0' in recap(result)['ctl1']
+    assert recaps(result)['ctl1']['changed'] == 0
     assert 'gpu2' not in drain_reasons(ctl)
 
 
@@ -118,7 +113,7 @@ def test_admin_drain_survives_a_validate_run(simulated, ctl):
     try:
         result = validate(simulated)
         assert drain_reasons(ctl).get('gpu1') == 'admin: fan swap', result.stdout[-3000:]
-        assert 'changed=0' in recap(result)['ctl1']
+        assert recaps(result)['ctl1']['changed'] == 0
     finally:
         ctl.run('scontrol update NodeName=gpu1 State=RESUME')
 

@@ -5,12 +5,13 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 
 import pytest
 import testinfra
+
+from scenario_helpers import recaps, run_playbook, said
 
 NODES = ('ib-1', 'ib-2')
 PACKAGES = ('rdma-core', 'ibverbs-providers', 'infiniband-diags', 'perftest', 'ibverbs-utils')
@@ -32,28 +33,10 @@ def host(request):
     return node(request.param)
 
 
-def run_playbook(*args: str) -> subprocess.CompletedProcess:
-    """Run the scenario's converge playbook against the converged containers with extra arguments."""
-    playbook = os.path.join(os.environ['MOLECULE_SCENARIO_DIRECTORY'], 'converge.yml')
-    return subprocess.run(
-        ['ansible-playbook', playbook, '-i', os.environ['MOLECULE_INVENTORY_FILE'], *args],
-        capture_output=True, text=True, timeout=600, check=False,
-        env=dict(os.environ, ANSIBLE_FORCE_COLOR='0', ANSIBLE_NOCOLOR='1'))
-
-
-def said(result: subprocess.CompletedProcess) -> str:
-    """Everything the play printed, on one line: the YAML callback wraps long messages."""
-    return ' '.join((result.stdout + result.stderr).split())
-
-
 def recap(result: subprocess.CompletedProcess) -> dict[str, dict[str, int]]:
     """The PLAY RECAP counters of every node."""
-    found = {}
-    for line in result.stdout.splitlines():
-        match = re.match(r'^(ib-\d)\s+:(.*)$', line)
-        if match:
-            found[match.group(1)] = {key: int(value) for key, value in re.findall(r'(\w+)=(\d+)', match.group(2))}
-    assert set(found) == set(NODES), result.stdout[-3000:] + result.stderr[-3000:]
+    found = recaps(result)
+    assert set(NODES) <= set(found), result.stdout[-3000:] + result.stderr[-3000:]
     return found
 
 

@@ -12,7 +12,10 @@ import subprocess
 import pytest
 import testinfra
 
+from scenario_helpers import recap_of, run_playbook, said
+
 NODE = 'scr-1'
+recap = recap_of(NODE)
 SHIMS = '/usr/local/share/llmforge-test/lsblk'
 NVME8 = ' '.join(f'/dev/nvme{index}n1' for index in range(8))
 
@@ -22,30 +25,10 @@ def host():
     return testinfra.get_host(f'docker://{NODE}')
 
 
-def run_playbook(*args: str) -> subprocess.CompletedProcess:
-    """Run the scenario's converge playbook against the converged container with extra arguments."""
-    playbook = os.path.join(os.environ['MOLECULE_SCENARIO_DIRECTORY'], 'converge.yml')
-    return subprocess.run(
-        ['ansible-playbook', playbook, '-i', os.environ['MOLECULE_INVENTORY_FILE'], *args],
-        capture_output=True, text=True, timeout=600, check=False,
-        env=dict(os.environ, ANSIBLE_FORCE_COLOR='0', ANSIBLE_NOCOLOR='1'))
-
-
 def with_fixture(fixture: str, *args: str, **extra: object) -> subprocess.CompletedProcess:
     """Check mode over the recorded lsblk output of one node layout."""
     variables = dict(local_scratch_lsblk_path=f'{SHIMS}/lsblk-{fixture}', **extra)
     return run_playbook('--check', '--diff', '-e', json.dumps(variables), *args)
-
-
-def said(result: subprocess.CompletedProcess) -> str:
-    """Everything the play printed, on one line: the YAML callback wraps long messages."""
-    return ' '.join((result.stdout + result.stderr).split())
-
-
-def recap(result: subprocess.CompletedProcess) -> dict[str, int]:
-    lines = [line for line in result.stdout.splitlines() if re.match(rf'^{NODE}\s+:', line)]
-    assert len(lines) == 1, result.stdout[-3000:] + result.stderr[-3000:]
-    return {key: int(value) for key, value in re.findall(r'(\w+)=(\d+)', lines[0])}
 
 
 def run_module(args: dict) -> dict:

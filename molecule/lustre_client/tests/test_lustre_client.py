@@ -5,14 +5,15 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 
 import pytest
 import testinfra
 
+from scenario_helpers import recap_of, run_playbook, said
+
 NODE = 'lus-1'
+recap = recap_of(NODE)
 PRUNE = '/usr/local/sbin/llmforge-checkpoint-prune'
 PRUNE_CONFIG = '/etc/llmforge/checkpoint-prune.json'
 PRUNE_LOG = '/var/log/llmforge-checkpoint-prune.log'
@@ -55,26 +56,6 @@ RUN_B_KEPT = ['checkpoint-1000', 'checkpoint-1100', 'logs']
 @pytest.fixture(scope='module')
 def host():
     return testinfra.get_host(f'docker://{NODE}')
-
-
-def run_playbook(*args: str) -> subprocess.CompletedProcess:
-    """Run the scenario's converge playbook against the converged container with extra arguments."""
-    playbook = os.path.join(os.environ['MOLECULE_SCENARIO_DIRECTORY'], 'converge.yml')
-    return subprocess.run(
-        ['ansible-playbook', playbook, '-i', os.environ['MOLECULE_INVENTORY_FILE'], *args],
-        capture_output=True, text=True, timeout=600, check=False,
-        env=dict(os.environ, ANSIBLE_FORCE_COLOR='0', ANSIBLE_NOCOLOR='1'))
-
-
-def said(result: subprocess.CompletedProcess) -> str:
-    """Everything the play printed, on one line: the YAML callback wraps long messages."""
-    return ' '.join((result.stdout + result.stderr).split())
-
-
-def recap(result: subprocess.CompletedProcess) -> dict[str, int]:
-    lines = [line for line in result.stdout.splitlines() if re.match(rf'^{NODE}\s+:', line)]
-    assert len(lines) == 1, result.stdout[-3000:] + result.stderr[-3000:]
-    return {key: int(value) for key, value in re.findall(r'(\w+)=(\d+)', lines[0])}
 
 
 def listing(host, path):

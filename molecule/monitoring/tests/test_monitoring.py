@@ -8,12 +8,13 @@ import json
 import os
 import re
 import subprocess
-import time
 import urllib.parse
 
 import pytest
 import testinfra
 import yaml
+
+from scenario_helpers import wait_for
 
 MONITOR = 'mon1'
 NODES = ('node1', 'node2')
@@ -51,16 +52,6 @@ def hosts():
 @pytest.fixture(scope='module')
 def mon(hosts):
     return hosts[MONITOR]
-
-
-def wait_for(check, timeout=90, interval=2):
-    """Poll `check` until it returns a truthy value; the last value is returned either way."""
-    deadline = time.monotonic() + timeout
-    result = check()
-    while not result and time.monotonic() < deadline:
-        time.sleep(interval)
-        result = check()
-    return result
 
 
 def listen_url(host, defaults_file):

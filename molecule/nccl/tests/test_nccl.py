@@ -5,14 +5,14 @@
 from __future__ import annotations
 
 import json
-import os
-import re
-import subprocess
 
 import pytest
 import testinfra
 
+from scenario_helpers import recap_of, run_playbook, said
+
 NODE = 'nccl-1'
+recap = recap_of(NODE)
 CONF = '/etc/nccl.conf'
 PINNED = '2.22.3-1-1'
 COMPUTE_HCAS = '=' + ','.join(f'mlx5_{index}:1' for index in range(8))
@@ -41,27 +41,6 @@ def conf(host):
         assert name not in settings, f'{name} is set twice'
         settings[name] = value
     return settings
-
-
-def run_playbook(*args: str) -> subprocess.CompletedProcess:
-    """Run the scenario's converge playbook against the converged container with extra arguments."""
-    playbook = os.path.join(os.environ['MOLECULE_SCENARIO_DIRECTORY'], 'converge.yml')
-    return subprocess.run(
-        ['ansible-playbook', playbook, '-i', os.environ['MOLECULE_INVENTORY_FILE'], *args],
-        capture_output=True, text=True, timeout=600, check=False,
-        env=dict(os.environ, ANSIBLE_FORCE_COLOR='0', ANSIBLE_NOCOLOR='1'))
-
-
-def said(result: subprocess.CompletedProcess) -> str:
-    """Everything the play printed, on one line: the YAML callback wraps long messages."""
-    return ' '.join((result.stdout + result.stderr).split())
-
-
-def recap(result: subprocess.CompletedProcess) -> dict[str, int]:
-    """The PLAY RECAP counters of the node."""
-    lines = [line for line in result.stdout.splitlines() if re.match(rf'^{NODE}\s+:', line)]
-    assert len(lines) == 1, result.stdout[-3000:] + result.stderr[-3000:]
-    return {key: int(value) for key, value in re.findall(r'(\w+)=(\d+)', lines[0])}
 
 
 def test_libnccl2_is_installed_at_the_pinned_version_and_held(host):

@@ -1,0 +1,55 @@
+# Copyright: (c) 2026, llmforge.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the Molecule scenarios' testinfra tests share: re-running the converge playbook and reading its output.
+
+Each scenario's molecule.yml puts this directory on the verifier's PYTHONPATH.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+import typing as t
+
+RECAP = re.compile(r'^(\S+)\s+:\s+(ok=.*)$', re.M)
+
+
+def run_playbook(*args: str, playbook: t.Optional[str] = None, timeout: int = 600) -> subprocess.CompletedProcess:
+    """Run the scenario's converge playbook (or `playbook`) against the converged containers with extra arguments."""
+    playbook = playbook or os.path.join(os.environ['MOLECULE_SCENARIO_DIRECTORY'], 'converge.yml')
+    return subprocess.run(
+        ['ansible-playbook', playbook, '-i', os.environ['MOLECULE_INVENTORY_FILE'], *args],
+        capture_output=True, text=True, timeout=timeout, check=False,
+        env=dict(os.environ, ANSIBLE_FORCE_COLOR='0', ANSIBLE_NOCOLOR='1'))
+
+
+def said(result: subprocess.CompletedProcess) -> str:
+    """Everything the play printed, on one line: the YAML callback wraps long messages."""
+    return ' '.join((result.stdout + result.stderr).split())
+
+
+def recaps(result: subprocess.CompletedProcess) -> dict[str, dict[str, int]]:
+    """The PLAY RECAP counters of every host: {host: {'ok': 3, 'changed': 0, ...}}."""
+    return {host: {key: int(value) for key, value in re.findall(r'(\w+)=(\d+)', counters)}
+            for host, counters in RECAP.findall(result.stdout)}
+
+
+def recap_of(node: str) -> t.Callable[[subprocess.CompletedProcess], dict[str, int]]:
+    """A recap(result) reading the counters of one host, failing with the play's output when it has none."""
+    def recap(result: subprocess.CompletedProcess) -> dict[str, int]:
+        found = recaps(result)
+        assert node in found, result.stdout[-3000:] + result.stderr[-3000:]
+        return found[node]
+    return recap
+
+
+def wait_for(check, timeout=90, interval=2):
+    """Poll `check` until it returns a truthy value; the last value is returned either way."""
+    deadline = time.monotonic() + timeout
+    result = check()
+    while not result and time.monotonic() < deadline:
+        time.sleep(interval)
+        result = check()
+    return result
