@@ -290,13 +290,16 @@ def test_bad_expectation_files_are_named_and_exit_2(tmp_path, capsys, content, m
 
 def test_installed_program_runs_from_its_library_dir(node, tmp_path):
     """The wrapper the role installs, pointed at this checkout's module_utils as its library."""
-    env = dict(os.environ, LLMFORGE_PYTHON_DIR=str(REPO / 'collections'))
+    env = {key: value for key, value in os.environ.items() if key != 'PYTHONPATH'}
+    env['LLMFORGE_PYTHON_DIR'] = str(REPO / 'collections')
     proc = subprocess.run([sys.executable, str(PROGRAM), '--config', str(tmp_path / 'nodecheck.json.in'), '--json'],
                           capture_output=True, text=True, env=env, timeout=30, check=False)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result['healthy'] is True and result['slurm']['action'] is None
     assert {c['name'] for c in result['checks']} >= {'gpu_count', 'nvlink', 'pcie_width', 'state', 'rate'}
+    # Nothing else may provide the checks (the Makefile exports PYTHONPATH=collections).
+    bare = {key: value for key, value in os.environ.items() if key != 'PYTHONPATH'}
     proc = subprocess.run([sys.executable, str(PROGRAM)], capture_output=True, text=True, timeout=30, check=False,
-                          env=dict(os.environ, LLMFORGE_PYTHON_DIR=str(tmp_path / 'nowhere')))
+                          env=dict(bare, LLMFORGE_PYTHON_DIR=str(tmp_path / 'nowhere')))
     assert proc.returncode == 2 and 'cannot load its checks from' in proc.stderr
