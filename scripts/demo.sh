@@ -21,7 +21,7 @@ docker exec ctl1 sacct -X -o JobID,JobName,NodeList,AllocTRES%40,State
 echo
 echo "== validate.yml: GPU topology and RDMA checks on every node, report, Slurm drain/resume"
 ansible-playbook playbooks/validate.yml -i inventories/demo -e validate_report_dir="$root/validate-report" |
-    sed -n '/Print the summary/,/PLAY RECAP/p' | grep -E 'healthy nodes|failing nodes|report:' || true
+    sed -n '/Print the summary/,/PLAY RECAP/p' | grep -E 'healthy nodes|failing nodes' || true
 echo "report: $root/validate-report/report.html (report.json, junit.xml beside it)"
 echo
 echo "The cluster is up: 'docker exec -it ctl1 bash' to use it, 'make demo-down' to remove it."
