@@ -134,6 +134,9 @@ def test_nccl_stage_drains_the_slow_node_and_resumes_it_when_fast_again(simulate
         assert all(name.startswith('nccl_') for name, _subject in failing), failing
         assert re.match(r'llmforge: nccl_(busbw|pair) ', drain_reasons(ctl).get('gpu2', '')), drain_reasons(ctl)
         assert 'gpu1' not in drain_reasons(ctl)
+        metrics = hosts['gpu2'].file('/var/lib/node_exporter/textfile/llmforge_validate.prom').content_string
+        assert 'llmforge_validator_healthy{validator="nccl_tests"} 0' in metrics, metrics
+        assert 'llmforge_validator_check_failed{validator="nccl_tests",check="nccl_busbw",subject="all_reduce_perf single"} 1' in metrics
         for name in NODES:
             hosts[name].check_output(f'rm -f {SIM}/nccl-tests/nccl_slow_nodes')
         # gpu2 is drained, so its own runs cannot be scheduled: only what ran is judged; hardware passes, and the
