@@ -297,6 +297,7 @@ table.matrix small{display:block;color:#52606d;font-weight:400}
 .rel.nv{background:#2f8132;color:#fff;font-weight:700}.rel.pix{background:#a3d9a5}.rel.pxb{background:#e6f4a2}
 .rel.phb{background:#fce588}.rel.node{background:#f9c784}.rel.sys{background:#bcccdc;color:#102a43;font-weight:700}
 .rel.self{background:#cbd2d9;color:#52606d}.rel.other{background:#fff;color:#52606d}
+.rel.bad{outline:3px solid #cf1124;outline-offset:-3px}section.topology{overflow-x:auto}
 ul.legend{list-style:none;padding:0;display:flex;flex-wrap:wrap;gap:8px 18px}
 ul.legend .rel{display:inline-block;min-width:40px;text-align:center;padding:2px 6px;border-radius:4px;margin-right:6px;font-family:monospace}
 """
@@ -391,9 +392,23 @@ def _device_header(device: str, nics: t.Mapping[str, str]) -> str:
     return _e(device) + (f'<small>{_e(name)}</small>' if name else '')
 
 
+def _failing_pairs(node: t.Mapping[str, t.Any], nics: t.Mapping[str, str]) -> set[frozenset[str]]:
+    """Matrix cells of the node's failing nvlink (`GPU0-GPU1`) and gpu_nic_affinity (`GPU3-mlx5_3`) checks."""
+    by_name = {name: nic for nic, name in nics.items()}
+    pairs = set()
+    for item in node.get('checks') or []:
+        if item.get('status') != 'fail' or item.get('name') not in ('nvlink', 'gpu_nic_affinity'):
+            continue
+        ends = str(item.get('subject') or '').split('-', 1)
+        if len(ends) == 2:
+            pairs.add(frozenset(by_name.get(end, end) for end in ends))
+    return pairs
+
+
 def _topology_html(node: t.Mapping[str, t.Any]) -> list[str]:
     topo = node['topology']
     devices, matrix, nics = topo['devices'], topo['matrix'], topo['nics']
+    bad = _failing_pairs(node, nics)
     head = ''.join(f'<th scope="col" data-device="{_e(d)}">{_device_header(d, nics)}</th>' for d in devices)
     out = [f'<section class="topology" data-node="{_e(node["name"])}">', f'<h3>GPU topology of {_e(node["name"])}</h3>',
            '<table class="matrix">', f'<thead><tr><th></th>{head}</tr></thead>', '<tbody>']
@@ -402,6 +417,7 @@ def _topology_html(node: t.Mapping[str, t.Any]) -> list[str]:
         for col in devices:
             relation = 'X' if row == col else matrix.get(row, {}).get(col) or matrix.get(col, {}).get(row) or ''
             kind = relation_kind(relation) if relation else 'other'
+            kind += ' bad' if frozenset((row, col)) in bad else ''
             cells.append(f'<td class="rel {kind}" data-row="{_e(row)}" data-col="{_e(col)}" '
                          f'title="{_e(row)} to {_e(col)}: {_e(relation or "unknown")}">{_e(relation or "?")}</td>')
         out.append(f'<tr><th scope="row" data-device="{_e(row)}">{_device_header(row, nics)}</th>{"".join(cells)}</tr>')

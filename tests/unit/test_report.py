@@ -291,6 +291,9 @@ def test_html_topology_grid(page):
     assert len(healthy) == 56 and all(c.text() == 'NV18' and 'nv' in c.classes for c in healthy)
     degraded = sections[0].find('td', 'rel', data_row='GPU2', data_col='GPU5')
     assert degraded.text() == 'NV12' and 'nv' in degraded.classes
+    # The failing nvlink check's cells are outlined, both ways; nothing else is.
+    outlined = sorted((c.attrs['data-row'], c.attrs['data-col']) for s in sections for c in s.find_all('td', 'rel') if 'bad' in c.classes)
+    assert outlined == [('GPU2', 'GPU5'), ('GPU5', 'GPU2')]
 
 
 def test_html_is_self_contained(page):
@@ -377,3 +380,13 @@ def test_no_ansible_import_in_module_utils():
     source = pathlib.Path(rep.__file__).read_text(encoding='utf-8')
     assert 'import ansible' not in source and 'from ansible' not in source
     assert rep.relation_kind('NV18') == 'nv' and rep.relation_kind(' X ') == 'self' and rep.relation_kind('??') == 'other'
+
+
+def test_failing_gpu_nic_affinity_outlines_the_cell_under_the_nic_label():
+    node = {'checks': [
+        {'name': 'gpu_nic_affinity', 'status': 'fail', 'subject': 'GPU3-mlx5_3'},
+        {'name': 'gpu_nic_affinity', 'status': 'pass', 'subject': 'GPU4-mlx5_4'},
+        {'name': 'nvlink', 'status': 'fail', 'subject': 'node'},
+        {'name': 'pcie_width', 'status': 'fail', 'subject': 'GPU0'},
+    ]}
+    assert rep._failing_pairs(node, {'NIC3': 'mlx5_3', 'NIC4': 'mlx5_4'}) == {frozenset({'GPU3', 'NIC3'})}  # pylint: disable=protected-access
