@@ -19,6 +19,7 @@ attributed by the bisection) and `nccl_run` (a run that failed for other reasons
 
 from __future__ import annotations
 
+import collections
 import re
 import statistics
 import typing as t
@@ -60,11 +61,16 @@ def _run_key(run: t.Mapping[str, t.Any], index: int) -> tuple[str, str, tuple[st
     return str(run['test']), run['kind'], tuple(nodes)
 
 
+def _family(kind: str) -> str:
+    """Retests are pair runs: they share the pair threshold and the pair fleet median."""
+    return 'pair' if kind == 'retest' else kind
+
+
 def _threshold(thresholds: t.Mapping[str, t.Any], test: str, kind: str) -> t.Optional[float]:
     per_test = thresholds.get(test) or {}
     if not isinstance(per_test, dict):
         raise NcclFleetError(f'thresholds.{test} must map single/pair to GB/s, got {per_test!r}')
-    value = per_test.get('pair' if kind == 'retest' else kind)
+    value = per_test.get(_family(kind))
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
@@ -84,19 +90,20 @@ def judge_tests(runs: t.Sequence[t.Mapping[str, t.Any]], thresholds: t.Mapping[s
     for key, results in groups.items():
         values = [r['plateau_busbw_gbps'] for r in results if isinstance(r.get('plateau_busbw_gbps'), (int, float))]
         medians[key] = statistics.median(values) if values else None
-    fleet: dict[tuple[str, str], float] = {}
-    for test, kind in {(key[0], 'pair' if key[1] == 'retest' else key[1]) for key in groups}:
-        values = [m for key, m in medians.items() if key[0] == test and key[1] in (kind, 'retest' if kind == 'pair' else kind)
-                  and m is not None]
-        if values:
-            fleet[(test, kind)] = statistics.median(values)
+    family_medians: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
+    for (test, kind, _nodes), busbw in medians.items():
+        if busbw is not None:
+            family_medians[(test, _family(kind))].append(busbw)
+    fleet = {key: statistics.median(values) for key, values in family_medians.items()}
+    # The fleet comparison needs at least two tests of the same binary and kind.
+    peers = collections.Counter((test, kind) for test, kind, _nodes in groups)
     verdicts = []
     for key in sorted(groups, key=lambda k: (k[0], KINDS.index(k[1]), [_natural(n) for n in k[2]])):
         test, kind, nodes = key
         results = groups[key]
         busbw = medians[key]
         floor = _threshold(thresholds, test, kind)
-        median_of_fleet = fleet.get((test, 'pair' if kind == 'retest' else kind))
+        median_of_fleet = fleet.get((test, _family(kind)))
         problems = []
         broken = [c for r in results for c in r.get('checks', []) if c.get('status') == FAIL and c.get('name') != 'busbw']
         if broken or any(r.get('failed') for r in results):
@@ -107,8 +114,7 @@ def judge_tests(runs: t.Sequence[t.Mapping[str, t.Any]], thresholds: t.Mapping[s
         else:
             if floor is not None and busbw < floor:
                 problems.append(('busbw', f'median busbw {busbw:g} GB/s below the threshold {floor:g} GB/s'))
-            if median_of_fleet and len([m for k, m in medians.items() if k[0] == test and k[1] == kind]) >= 2 \
-                    and busbw < median_of_fleet * (1 - tolerance_pct / 100):
+            if median_of_fleet and peers[(test, kind)] >= 2 and busbw < median_of_fleet * (1 - tolerance_pct / 100):
                 problems.append(('busbw', f'median busbw {busbw:g} GB/s is more than {tolerance_pct:g}% below the fleet '
                                           f'median {median_of_fleet:g} GB/s'))
         verdicts.append({
@@ -164,6 +170,7 @@ def node_results(nodes: t.Sequence[str], verdicts: t.Sequence[t.Mapping[str, t.A
                         verdict['busbw_gbps'], verdict['message']))
     for test in sorted({v['test'] for v in verdicts}):
         retests = [_as_fabric(v) for v in verdicts if v['test'] == test and v['kind'] == 'retest']
+        singles = {v['nodes'][0]: v['status'] for v in verdicts if v['test'] == test and v['kind'] == 'single'}
         for verdict in (v for v in verdicts if v['test'] == test and v['kind'] == 'pair'):
             subject = f"{test} {'+'.join(verdict['nodes'])}"
             if verdict['status'] == PASS:
@@ -172,7 +179,6 @@ def node_results(nodes: t.Sequence[str], verdicts: t.Sequence[t.Mapping[str, t.A
                                     verdict['message']))
                 continue
             outcome = fabric.classify(_as_fabric(verdict), retests)
-            singles = {v['nodes'][0]: v['status'] for v in verdicts if v['test'] == test and v['kind'] == 'single'}
             suspects = outcome['suspects']
             if outcome['verdict'].startswith('undetermined') and any(singles.get(n) == FAIL for n in verdict['nodes']):
                 # No peer to bisect against (e.g. a 2-node cluster): blame the node whose own run failed.

@@ -84,9 +84,8 @@ def load_config(path: str) -> dict[str, t.Any]:
             rdma.resolve_expectation(validators['rdma_links'].get('expected') or {})
     except (gpu.GpuTopologyError, rdma.RdmaLinksError) as err:
         raise ConfigError(f'{path}: validators: {err}') from None
-    for key in ('drain',):
-        if not isinstance(config[key], bool):
-            raise ConfigError(f'{path}: {key} must be true or false')
+    if not isinstance(config['drain'], bool):
+        raise ConfigError(f'{path}: drain must be true or false')
     for key in ('scontrol', 'textfile_dir', 'state_file'):
         if not isinstance(config[key], str):
             raise ConfigError(f'{path}: {key} must be a string')
