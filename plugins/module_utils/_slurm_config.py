@@ -151,7 +151,11 @@ def render_line(keyword: str, name: str, attrs: t.Mapping[str, t.Any], order: t.
 
 def gres_attrs(host: str, autodetect: t.Optional[str], gpu_type: t.Any, device_paths: t.Sequence[str],
                gpu_count: t.Any) -> t.Optional[dict[str, t.Any]]:
-    """gres.conf attributes for one node: AutoDetect, or explicit device files."""
+    """gres.conf attributes for one node: AutoDetect, or explicit device files.
+
+    The device files are the node's own when it has at least `gpu_count` of them, else /dev/nvidia0..N-1: slurm.conf
+    and gres.conf describe the hardware the inventory declares, not the state of a node that still lacks its driver.
+    """
     gpu_count = parse_gpu_count(host, gpu_count)
     if gpu_count == 0:
         return None
@@ -160,9 +164,11 @@ def gres_attrs(host: str, autodetect: t.Optional[str], gpu_type: t.Any, device_p
             raise ValueError(f"host '{host}': unknown GRES autodetect mode {autodetect!r}")
         return {'AutoDetect': autodetect}
     if len(device_paths) < gpu_count:
-        raise ValueError(f"host '{host}': gpu_count is {gpu_count} but only {len(device_paths)} "
-                         f"/dev/nvidiaN devices exist ({', '.join(device_paths) or 'none'})")
-    devices = sorted(device_paths, key=lambda p: int(p.rsplit('nvidia', 1)[-1]))[:gpu_count]
+        # A bare node (driver not installed yet) or one with a lost GPU: the inventory says what it has. The
+        # node itself refuses to start slurmd while its devices disagree (slurm_node's preflight).
+        devices = [f'/dev/nvidia{index}' for index in range(gpu_count)]
+    else:
+        devices = sorted(device_paths, key=lambda p: int(p.rsplit('nvidia', 1)[-1]))[:gpu_count]
     attrs: dict[str, t.Any] = {'Name': 'gpu'}
     if gpu_type not in (None, ''):
         attrs['Type'] = str(gpu_type)

@@ -340,10 +340,6 @@ def test_gres_no_gpus_anywhere_gives_no_lines():
 
 
 @pytest.mark.parametrize(('overrides', 'wanted'), [
-    pytest.param({'gpu_count': 8, 'slurm_common_gpu_devices': devices(6)},
-                 ['gpu_count is 8', 'only 6', '/dev/nvidia0', '/dev/nvidia5'], id='fewer-devices'),
-    pytest.param({'gpu_count': 8, 'slurm_common_gpu_devices': []}, ['gpu_count is 8', 'only 0', 'none'],
-                 id='no-devices'),
     pytest.param({'slurm_common_gres_autodetect_resolved': 'rsmi'}, ['autodetect', "'rsmi'"], id='unknown-autodetect'),
 ])
 def test_gres_errors(overrides, wanted):
@@ -353,6 +349,21 @@ def test_gres_errors(overrides, wanted):
     assert "host 'gpu2'" in message
     for part in wanted:
         assert part in message
+
+
+@pytest.mark.parametrize('present', [0, 6], ids=['bare-node', 'fewer-devices'])
+def test_gres_follows_the_inventory_on_nodes_without_all_their_devices(present):
+    """A bare node (no driver yet) gets the gres.conf line its declared gpu_count gives; slurm_node checks devices."""
+    hostvars = cluster(['gpu1', 'gpu2'])
+    hostvars['gpu2']['slurm_common_gpu_devices'] = devices(present)
+    assert FILTERS['slurm_gres_lines'](hostvars, {'g': ['gpu1', 'gpu2']}, ['g']) == [
+        'NodeName=gpu[1-2] Name=gpu Type=h200 File=/dev/nvidia[0-7]']
+
+
+def test_gres_without_gpu_count_follows_the_devices():
+    hostvars = cluster(['gpu1'], gpu_count=None, slurm_common_gpu_devices=devices(4))
+    assert FILTERS['slurm_gres_lines'](hostvars, {'g': ['gpu1']}, ['g']) == [
+        'NodeName=gpu1 Name=gpu Type=h200 File=/dev/nvidia[0-3]']
 
 
 def test_gres_group_errors():

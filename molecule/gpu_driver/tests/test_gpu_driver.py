@@ -123,7 +123,7 @@ def test_second_converge_changes_nothing(rerun):
     'Skipped in a container (docker): DKMS build of the NVIDIA kernel module (nvidia-open-kernel-dkms not installed)',
     'Skipped in a container (docker): initramfs rebuild (update-initramfs -u)',
     'Skipped in a container (docker): modprobe nvidia-peermem',
-    'Skipped in a container (docker): drain, reboot and resume after a driver change',
+    'Skipped in a container (docker): reboot after a driver change; a container cannot reboot its host',
     'NVIDIA driver not loaded (/proc/driver/nvidia/version missing: in a container (docker)): version check skipped.',
     'nvidia-persistenced enabled but not started: the NVIDIA driver is not loaded',
     'Fabric Manager skipped: this node needs it (NVSwitch system: gpu_count 8, gpu_type h200), but the Debian 13 '
