@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 # Copyright: (c) 2026, llmforge.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Test-only: build .deb packages from package trees and publish them as a signed flat apt repository.

@@ -1,0 +1,147 @@
+# Copyright: (c) 2026, llmforge.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""slurm_controller's preflight refuses placeholder and short secrets, naming the variable to fix.
+
+One ansible-playbook run on localhost covers every case: each case is an inventory host (connection local)
+with its own secrets, in a group of its own that serves as its controller and accounting group. The play
+includes the real task files, os_vars then preflight (which includes slurm_common's munge_preflight), in
+check mode; they only assert, so nothing on this machine changes.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+# The ansible-playbook installed beside the Python running the tests.
+ANSIBLE_PLAYBOOK = str(pathlib.Path(sys.executable).parent / 'ansible-playbook')
+
+GOOD_PASSWORD = 'Xq7vLp2RzT9mKw4NbH6sJd3F'  # 24 characters
+GOOD_KEY = base64.b64encode(bytes(range(256)) * 4).decode()  # 1024 bytes, like the generated key
+
+# host -> (slurm_controller_db_password, slurm_common_munge_key)
+CASES = {
+    'db-placeholder': ('CHANGE_ME', GOOD_KEY),
+    'db-placeholder-inside': ('my-changeme-password', GOOD_KEY),
+    'db-short': ('Abcdef123456', GOOD_KEY),
+    'db-hash': ('Abcdef123456#7890xyz', GOOD_KEY),
+    'munge-placeholder': (GOOD_PASSWORD, 'CHANGE_ME'),
+    'munge-placeholder-lower': (GOOD_PASSWORD, 'changeme'),
+    'munge-short': (GOOD_PASSWORD, base64.b64encode(b'x' * 16).decode()),
+    'good': (GOOD_PASSWORD, GOOD_KEY),
+    'good-generated-key': (GOOD_PASSWORD, ''),
+}
+
+PLAYBOOK = [{
+    'name': 'Check the secrets as slurm_controller does',
+    'hosts': 'all',
+    'gather_facts': True,
+    'gather_subset': ['!all', 'min'],
+    'tasks': [
+        {'name': 'Load OS names shared by the Slurm roles',
+         'ansible.builtin.include_role': {'name': 'llmforge.cluster.slurm_common', 'tasks_from': 'os_vars', 'public': True}},
+        {'name': 'Check inputs',
+         'ansible.builtin.include_role': {'name': 'llmforge.cluster.slurm_controller', 'tasks_from': 'preflight'}},
+    ],
+}]
+
+
+def _inventory() -> dict:
+    hosts = {}
+    children = {}
+    for host, (password, key) in CASES.items():
+        group = 'case_' + host.replace('-', '_')
+        hosts[host] = {
+            'ansible_connection': 'local',
+            'ansible_python_interpreter': sys.executable,
+            'slurm_common_controller_group': group,
+            'slurm_controller_dbd_group': group,
+            'slurm_controller_db_password': password,
+            'slurm_common_munge_key': key,
+        }
+        children[group] = {'hosts': {host: None}}
+    return {'all': {'hosts': hosts, 'children': children}}
+
+
+@pytest.fixture(scope='module')
+def run(tmp_path_factory) -> dict:
+    """host -> {'failed': name of the failed task or None, 'msg': its message, 'output': all of stdout}."""
+    tmp = tmp_path_factory.mktemp('preflight')
+    (tmp / 'hosts.yml').write_text(yaml.safe_dump(_inventory()), encoding='utf-8')
+    (tmp / 'play.yml').write_text(yaml.safe_dump(PLAYBOOK, sort_keys=False), encoding='utf-8')
+    env = dict(os.environ,
+               ANSIBLE_COLLECTIONS_PATH=str(ROOT / 'collections'),
+               ANSIBLE_LOAD_CALLBACK_PLUGINS='1',
+               ANSIBLE_STDOUT_CALLBACK='ansible.builtin.json',
+               ANSIBLE_NOCOLOR='1',
+               ANSIBLE_FORKS=str(len(CASES)),
+               ANSIBLE_LOCAL_TEMP=str(tmp / 'ansible-tmp'),
+               ANSIBLE_REMOTE_TEMP=str(tmp / 'ansible-tmp'))
+    proc = subprocess.run([ANSIBLE_PLAYBOOK, '-i', 'hosts.yml', 'play.yml', '--check'], cwd=tmp, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    try:
+        output = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        pytest.fail(f'no JSON from ansible-playbook (rc {proc.returncode}): {proc.stdout[-2000:]} {proc.stderr[-2000:]}')
+    results = {host: {'failed': None, 'msg': '', 'output': proc.stdout} for host in CASES}
+    for task in output['plays'][0]['tasks']:
+        for host, result in task['hosts'].items():
+            if result.get('failed') and results[host]['failed'] is None:
+                # Task names come as '<role> : <name>'.
+                name = task['task']['name'].rpartition(' : ')[2]
+                results[host].update(failed=name, msg=result.get('msg', ''))
+    unsupported = [r['msg'] for r in results.values() if 'is not supported' in r['msg']]
+    if unsupported:
+        pytest.skip(f'the Slurm roles do not support this machine\'s OS: {unsupported[0]}')
+    return results
+
+
+@pytest.mark.parametrize('host', ['db-placeholder', 'db-placeholder-inside'])
+def test_placeholder_db_password_is_refused_naming_the_variables(run, host):
+    assert run[host]['failed'] == 'Refuse a placeholder accounting database password'
+    msg = run[host]['msg']
+    assert 'slurm_controller_db_password' in msg and 'vault_slurm_db_password' in msg
+    assert 'openssl rand -hex 24' in msg
+
+
+@pytest.mark.parametrize('host', ['db-short', 'db-hash'])
+def test_short_or_unwritable_db_password_is_refused(run, host):
+    assert run[host]['failed'] == 'Check the accounting database password'
+    msg = run[host]['msg']
+    assert 'slurm_controller_db_password' in msg and 'vault_slurm_db_password' in msg
+    assert 'at least 16 characters' in msg
+
+
+@pytest.mark.parametrize('host', ['munge-placeholder', 'munge-placeholder-lower'])
+def test_placeholder_munge_key_is_refused_naming_the_variables(run, host):
+    assert run[host]['failed'] == 'Refuse a placeholder munge key'
+    msg = run[host]['msg']
+    assert 'slurm_common_munge_key' in msg and 'vault_slurm_munge_key' in msg
+    assert 'head -c 1024 /dev/urandom | base64 -w0' in msg
+
+
+def test_too_short_munge_key_is_refused(run):
+    assert run['munge-short']['failed'] == 'Check the munge key the operator provided'
+    msg = run['munge-short']['msg']
+    assert 'slurm_common_munge_key' in msg and 'vault_slurm_munge_key' in msg and 'at least 32 bytes' in msg
+
+
+@pytest.mark.parametrize('host', ['good', 'good-generated-key'])
+def test_good_secrets_pass(run, host):
+    assert run[host]['failed'] is None, run[host]['msg']
+
+
+def test_no_secret_reaches_the_output(run):
+    """The checks print what to fix, never the values they judged."""
+    placeholders = {'CHANGE_ME', 'changeme', ''}
+    secrets = {value for pair in CASES.values() for value in pair} - placeholders
+    leaked = sorted(secret for secret in secrets if secret in run['good']['output'])
+    assert not leaked
