@@ -4,14 +4,17 @@
 
 A new stand-in driver release is published in the nodes' repository and `llmforge.cluster.gpu` runs with
 gpu_driver_update=true and the default batch size (10% of 2 nodes: one node at a time). Each node is drained, its
-running job finishes, the node is "rebooted" (skipped in a container, said in the output) and resumed before the
-next node is drained: slurmdbd's node events and the job's accounting record show it. A release whose nvidia-smi
-fails stops the roll-out in the first batch: that node stays drained for a look, the next one is left untouched.
+running job finishes (released a few seconds after Slurm shows the node draining), the node is "rebooted"
+(skipped in a container, said in the output) and resumed before the next node is drained: slurmdbd's node events
+and the job's accounting record show it. A release whose nvidia-smi fails stops the roll-out in the first batch:
+that node stays drained for a look, the next one is left untouched.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import threading
+import time
 
 import pytest
 
@@ -21,6 +24,8 @@ from scenario_helpers import recaps, run_playbook, said, wait_for
 BUILDER = '/usr/local/share/llmforge-sim/driver-build/standin_driver.py'
 REPO = '/srv/llmforge-driver-repo'
 REASON = 'gpu_driver: driver update'
+# Newer than any release published before (the prepared one is 580.159.04-1), also when the tests run again.
+SERIES = f'580.{int(time.time())}'
 
 
 def publish(hosts, version, broken=False):
@@ -61,19 +66,35 @@ def started(hosts):
     return hosts[CONTROLLER].check_output("date +%Y-%m-%dT%H:%M:%S").strip()
 
 
+def release_when_draining(hosts, name, marker, seen):
+    """Let the job on `name` end a few seconds after Slurm shows the node draining (drain set, job still running);
+    `seen` gets what sinfo said then: the drain reason and Slurm's time stamp of it."""
+    ctl = hosts[CONTROLLER]
+    if wait_for(lambda: node_state(ctl, name) == 'draining', timeout=600, interval=1):
+        seen['draining'] = ctl.check_output(f'sinfo -h -N -n {name} -o "%E|%H"').strip()
+    hosts[name].run(f'sleep 5; touch {marker}')
+
+
 def test_driver_update_rolls_node_by_node_after_running_jobs(hosts, started):
     ctl = hosts[CONTROLLER]
     first, second = NODES
-    job = ctl.check_output(f'sbatch --parsable -w {first} -o /dev/null --wrap "sleep 30"').split(';')[0]
+    marker = '/tmp/llmforge-release-job'
+    hosts[first].run(f'rm -f {marker}')
+    job = ctl.check_output(f'sbatch --parsable -w {first} -t 15 -o /dev/null '
+                           f'--wrap "while [ ! -e {marker} ]; do sleep 1; done"').split(';')[0]
     assert wait_for(lambda: ctl.check_output(f'squeue -h -j {job} -o %T').strip() == 'RUNNING')
-    publish(hosts, '580.172.08-1')
+    publish(hosts, f'{SERIES}.01-1')
 
+    seen = {}
+    releaser = threading.Thread(target=release_when_draining, args=(hosts, first, marker, seen), daemon=True)
+    releaser.start()
     result = roll()
+    releaser.join(timeout=5)
     assert result.returncode == 0, said(result)[-4000:]
     assert 'Skipped in a container (docker): reboot after a driver change' in said(result)
     for name in NODES:
-        assert installed(hosts[name]) == '580.172.08-1'
-        assert 'DRIVER version      : 580.172.08' in hosts[name].check_output('nvidia-smi --version')
+        assert installed(hosts[name]) == f'{SERIES}.01-1'
+        assert f'DRIVER version      : {SERIES}.01' in hosts[name].check_output('nvidia-smi --version')
         assert node_state(ctl, name) == 'idle'
 
     events = driver_events(ctl, started)
@@ -84,30 +105,33 @@ def test_driver_update_rolls_node_by_node_after_running_jobs(hosts, started):
     assert first_resumed <= second_drained, f'{second} drained before {first} was back: {events}'
 
     state, end = ctl.check_output(f'sacct -X -n -P -j {job} -o State,End').strip().split('|')
-    print(f'job {job}: {state}, ended {end}')
+    print(f'job {job} on {first}: {state}, ended {end}; {first} while draining: {seen}')
     assert state == 'COMPLETED'
-    assert first_drained <= stamp(end) <= first_resumed, f'job end {end} outside {first}\'s drain {events}'
+    # Slurm stamps the drain request; slurmdbd's event starts once the node is empty (drained), after the job.
+    reason, requested = seen['draining'].split('|')
+    assert reason == REASON
+    assert stamp(requested) < stamp(end) <= first_drained <= first_resumed, (requested, end, events)
 
 
 def test_failing_batch_stops_the_roll_out(hosts, started):
     ctl = hosts[CONTROLLER]
     first, second = NODES
-    publish(hosts, '580.172.09-1', broken=True)
+    publish(hosts, f'{SERIES}.02-1', broken=True)
 
     result = roll()
     assert result.returncode != 0
     assert 'nvidia-smi does not answer after the reboot' in said(result), said(result)[-4000:]
     found = recaps(result)
     assert found[first]['failed'] == 1 and second not in found, found
-    assert installed(hosts[second]) == '580.172.08-1'
+    assert installed(hosts[second]) == f'{SERIES}.01-1'
     assert node_state(ctl, second) == 'idle'
     assert node_state(ctl, first) == 'drained'
     assert ctl.check_output(f'sinfo -h -N -n {first} -o %E').strip() == REASON
 
     # The fixed release: the next roll-out repairs the first node and resumes it, then updates the second.
-    publish(hosts, '580.172.10-1')
+    publish(hosts, f'{SERIES}.03-1')
     result = roll()
     assert result.returncode == 0, said(result)[-4000:]
     for name in NODES:
-        assert installed(hosts[name]) == '580.172.10-1'
+        assert installed(hosts[name]) == f'{SERIES}.03-1'
         assert node_state(ctl, name) == 'idle'
