@@ -10,9 +10,10 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/collections
 export PYTHONPATH := $(CURDIR)/collections
 export MOLECULE_IMAGE ?= llmforge/debian13-systemd:latest
+export MOLECULE_IMAGE_DEBIAN12 ?= llmforge/debian12-systemd:latest
 SCENARIOS ?= $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
 
-.PHONY: help venv docker image unit lint sanity build browser molecule test demo demo-down clean
+.PHONY: help venv docker image image-debian12 unit lint sanity build browser molecule test demo demo-down clean
 
 help:
 	@echo "make demo       3-node Slurm cluster in local containers (ctl1, gpu1, gpu2), then sinfo and a GPU job"
@@ -34,6 +35,10 @@ docker:
 image: docker
 	bash molecule/resources/build-image.sh
 
+# Debian 12 (Slurm 22.05) for the cluster_debian12 scenario; the demo needs only the Debian 13 image.
+image-debian12: docker
+	MOLECULE_IMAGE=$(MOLECULE_IMAGE_DEBIAN12) LLMFORGE_TEST_SUITE=bookworm bash molecule/resources/build-image.sh
+
 unit: venv
 	pytest -q tests/unit
 
@@ -52,8 +57,9 @@ browser: venv
 	bash scripts/ensure-chromium.sh
 	pytest -q tests/browser
 
-molecule: venv image
-	for s in $(SCENARIOS); do molecule test --scenario-name $$s; done
+# Each scenario names its own collections path: the cluster scenarios run the installed tarball, not the checkout.
+molecule: venv image image-debian12 build
+	for s in $(SCENARIOS); do env -u ANSIBLE_COLLECTIONS_PATH molecule test --scenario-name $$s; done
 
 test: unit lint sanity build browser molecule
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build the local systemd test image (Debian 13) with mmdebstrap + docker import.
+# Build a local systemd test image with mmdebstrap + docker import: Debian 13 (trixie) by default,
+# LLMFORGE_TEST_SUITE=bookworm for Debian 12 (the Makefile's image-debian12 names it MOLECULE_IMAGE_DEBIAN12).
 # No container registry is needed; set MOLECULE_IMAGE to use an image of your own instead.
 set -euo pipefail
 

@@ -9,8 +9,9 @@ import os
 import pytest
 import testinfra
 
-CONTROLLER = 'ctl1'
-NODES = ('gpu1', 'gpu2')
+# The scenario's containers: controller, first and second GPU node (cluster: ctl1,gpu1,gpu2; others name theirs).
+CONTROLLER, FIRST, SECOND = (os.environ.get('LLMFORGE_CLUSTER_HOSTS') or 'ctl1,gpu1,gpu2').split(',')
+NODES = (FIRST, SECOND)
 ALL_HOSTS = (CONTROLLER,) + NODES
 PROJECT = os.environ.get('MOLECULE_PROJECT_DIRECTORY') or os.path.abspath(
     os.path.join(os.path.dirname(__file__), '..', '..', '..'))
@@ -18,7 +19,7 @@ PROJECT = os.environ.get('MOLECULE_PROJECT_DIRECTORY') or os.path.abspath(
 # validators (validate_*) and the health check (slurm_node_health_check_*) at it.
 SIM = '/usr/local/share/llmforge-sim'
 SYSFS = '/srv/llmforge-sim'
-SIM_NVIDIA_SMI = '/usr/local/sbin/llmforge-sim-nvidia-smi'
+SIM_NVIDIA_SMI = '/usr/bin/nvidia-smi'
 
 
 @pytest.fixture(scope='module')

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import NODES, drain_reasons, set_hardware
+from conftest import FIRST, NODES, SECOND, drain_reasons, set_hardware
 from scenario_helpers import wait_for
 
 PROGRAM = '/usr/local/sbin/llmforge-nodecheck'
@@ -25,7 +25,7 @@ def restore(hosts, ctl):
     yield
     for name in NODES:
         set_hardware(hosts[name])
-    ctl.run('scontrol update NodeName=gpu1,gpu2 State=RESUME')
+    ctl.run(f"scontrol update NodeName={','.join(NODES)} State=RESUME")
 
 
 def test_slurm_runs_llmforge_nodecheck(ctl):
@@ -51,28 +51,28 @@ def test_healthy_node_passes_quickly_and_writes_metrics(hosts, name):
 
 
 def test_slurmd_drains_a_node_whose_hardware_degrades_and_resumes_it_when_repaired(hosts, ctl, restore):
-    gpu2 = hosts['gpu2']
-    set_hardware(gpu2, gpu_x8=True)
-    gpu2.check_output('systemctl restart slurmd')
-    reasons = wait_for(lambda: drain_reasons(ctl).get('gpu2'), timeout=90)
+    node = hosts[SECOND]
+    set_hardware(node, gpu_x8=True)
+    node.check_output('systemctl restart slurmd')
+    reasons = wait_for(lambda: drain_reasons(ctl).get(SECOND), timeout=90)
     assert reasons == 'llmforge: pcie_width GPU0 8', drain_reasons(ctl)
-    assert 'gpu1' not in drain_reasons(ctl)
+    assert FIRST not in drain_reasons(ctl)
     # The next run after the repair lifts the drain it set.
-    set_hardware(gpu2)
-    gpu2.check_output('systemctl restart slurmd')
-    assert wait_for(lambda: 'gpu2' not in drain_reasons(ctl), timeout=90), drain_reasons(ctl)
-    assert wait_for(lambda: ctl.check_output('sinfo -h -N -n gpu2 -o %T').strip() == 'idle', timeout=60)
+    set_hardware(node)
+    node.check_output('systemctl restart slurmd')
+    assert wait_for(lambda: SECOND not in drain_reasons(ctl), timeout=90), drain_reasons(ctl)
+    assert wait_for(lambda: ctl.check_output(f'sinfo -h -N -n {SECOND} -o %T').strip() == 'idle', timeout=60)
 
 
 def test_an_administrators_drain_survives_the_health_check(hosts, ctl, restore):
-    ctl.check_output('scontrol update NodeName=gpu1 State=DRAIN Reason="admin: fan swap"')
-    result = hosts['gpu1'].run(PROGRAM)
+    ctl.check_output(f'scontrol update NodeName={FIRST} State=DRAIN Reason="admin: fan swap"')
+    result = hosts[FIRST].run(PROGRAM)
     assert result.rc == 0 and 'drained by someone else' in result.stdout, result.stdout + result.stderr
-    assert drain_reasons(ctl).get('gpu1') == 'admin: fan swap'
+    assert drain_reasons(ctl).get(FIRST) == 'admin: fan swap'
 
 
 def test_a_hung_nvidia_smi_is_named_and_bounded(hosts):
     started = time.monotonic()
-    result = hosts['gpu1'].run(f'NVIDIA_SMI_SHIM_HANG=1 {PROGRAM} --no-slurm --strict')
+    result = hosts[FIRST].run(f'NVIDIA_SMI_SHIM_HANG=1 {PROGRAM} --no-slurm --strict')
     assert result.rc == 1 and 'FAILING llmforge: timeout nvidia-smi' in result.stdout, result.stdout + result.stderr
     assert time.monotonic() - started < 20

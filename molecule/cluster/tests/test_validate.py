@@ -2,10 +2,10 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """playbooks/validate.yml on the converged cluster, with simulated GPUs (nvidia-smi shim) and HCAs (fake sysfs).
 
-Runs after test_cluster.py and test_nodecheck.py (file order). gpu1 keeps its healthy HGX H200 and 8 healthy NDR
-ports; gpu2 gets one GPU trained at PCIe x8 and mlx5_3 port down, by editing the simulated hardware that
-molecule/resources/prepare.yml installed (the demo inventory points validate_nvidia_smi and validate_sysfs_root
-at it). The real (converged) nvidia-smi package stays untouched.
+Runs after test_cluster.py and test_nodecheck.py (file order). The first GPU node keeps its healthy HGX H200 and 8
+healthy NDR ports; the second gets one GPU trained at PCIe x8 and mlx5_3 port down, by editing the simulated
+hardware that molecule/resources/prepare.yml installed (the demo inventory points validate_nvidia_smi and
+validate_sysfs_root at it). The real (converged) nvidia-smi package stays untouched.
 """
 
 from __future__ import annotations
@@ -13,34 +13,30 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 
 import pytest
 
-from conftest import NODES, PROJECT, SIM, SIM_NVIDIA_SMI, drain_reasons, set_hardware
-from scenario_helpers import recaps
+from conftest import CONTROLLER, FIRST, NODES, SECOND, SIM, SIM_NVIDIA_SMI, drain_reasons, set_hardware
+from scenario_helpers import recaps, run_playbook
 
 
 @pytest.fixture(scope='module')
 def simulated(hosts, ctl, tmp_path_factory):
-    """gpu1 healthy; gpu2 with GPU0 at PCIe x8 and mlx5_3 port down. Restored afterwards."""
-    set_hardware(hosts['gpu1'])
-    set_hardware(hosts['gpu2'], gpu_x8=True, sysfs_case='ndr8_port_down')
-    assert '1' == hosts['gpu2'].check_output(f'{SIM_NVIDIA_SMI} -q -x | grep -c "<current_link_width>8x<"')
+    """The first node healthy; the second with GPU0 at PCIe x8 and mlx5_3 port down. Restored afterwards."""
+    set_hardware(hosts[FIRST])
+    set_hardware(hosts[SECOND], gpu_x8=True, sysfs_case='ndr8_port_down')
+    assert '1' == hosts[SECOND].check_output(f'{SIM_NVIDIA_SMI} -q -x | grep -c "<current_link_width>8x<"')
     yield {'reports': str(tmp_path_factory.mktemp('validate') / 'reports')}
     for name in NODES:
         set_hardware(hosts[name])
-    ctl.run('scontrol update NodeName=gpu1,gpu2 State=RESUME')
+    ctl.run(f"scontrol update NodeName={','.join(NODES)} State=RESUME")
 
 
 def validate(simulated, *extra):
-    result = subprocess.run(
-        ['ansible-playbook', 'playbooks/validate.yml', '-i', 'inventories/demo',
-         '-e', json.dumps({'validate_report_dir': simulated['reports']}), *extra],
-        cwd=PROJECT, capture_output=True, text=True, timeout=300, check=False,
-        env=dict(os.environ, ANSIBLE_FORCE_COLOR='0', ANSIBLE_NOCOLOR='1'))
+    result = run_playbook('-e', json.dumps({'validate_report_dir': simulated['reports']}), *extra,
+                          playbook='llmforge.cluster.validate', timeout=300)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-3000:]
     return result
 
@@ -59,41 +55,41 @@ class RowParser(HTMLParser):
 
 def test_check_mode_says_it_would_drain_and_changes_nothing(simulated, ctl):
     result = validate(simulated, '--check')
-    assert re.search(r'would drain gpu2: llmforge: ', result.stdout), result.stdout[-4000:]
-    assert 'would drain gpu1' not in result.stdout
-    assert recaps(result)['ctl1']['changed'] == 0
-    assert 'gpu2' not in drain_reasons(ctl)
+    assert re.search(rf'would drain {SECOND}: llmforge: ', result.stdout), result.stdout[-4000:]
+    assert f'would drain {FIRST}' not in result.stdout
+    assert recaps(result)[CONTROLLER]['changed'] == 0
+    assert SECOND not in drain_reasons(ctl)
 
 
 def test_validate_drains_only_the_failing_node(simulated, ctl):
     validate(simulated)
     reasons = drain_reasons(ctl)
-    assert 'gpu1' not in reasons, reasons
-    assert re.match(r'llmforge: (pcie_width GPU0|state mlx5_3/1|phys_state mlx5_3/1)', reasons.get('gpu2', '')), reasons
-    assert len(reasons['gpu2']) <= 120
+    assert FIRST not in reasons, reasons
+    assert re.match(r'llmforge: (pcie_width GPU0|state mlx5_3/1|phys_state mlx5_3/1)', reasons.get(SECOND, '')), reasons
+    assert len(reasons[SECOND]) <= 120
 
 
-def test_report_files_say_gpu1_healthy_gpu2_failing(simulated):
+def test_report_files_say_the_first_node_healthy_the_second_failing(simulated):
     report = json.load(open(os.path.join(simulated['reports'], 'report.json'), encoding='utf-8'))
-    assert {node['name']: node['healthy'] for node in report['nodes']} == {'gpu1': True, 'gpu2': False}
-    assert report['summary']['failing'] == ['gpu2'] and report['cluster'] == 'demo'
+    assert {node['name']: node['healthy'] for node in report['nodes']} == {FIRST: True, SECOND: False}
+    assert report['summary']['failing'] == [SECOND] and report['cluster'] == 'demo'
     junit = ET.parse(os.path.join(simulated['reports'], 'junit.xml')).getroot()
     failed = {case.get('classname') for case in junit.iter('testcase') if case.find('failure') is not None}
-    assert failed == {'gpu2'}
+    assert failed == {SECOND}
     parser = RowParser()
     with open(os.path.join(simulated['reports'], 'report.html'), encoding='utf-8') as handle:
         parser.feed(handle.read())
-    assert ('gpu2', 'fail') in parser.rows and ('gpu1', 'pass') in parser.rows, parser.rows
+    assert (SECOND, 'fail') in parser.rows and (FIRST, 'pass') in parser.rows, parser.rows
 
 
 def test_textfile_metrics_on_the_nodes(hosts):
     path = '/var/lib/node_exporter/textfile/llmforge_validate.prom'
-    bad = hosts['gpu2'].file(path)
+    bad = hosts[SECOND].file(path)
     assert bad.mode == 0o644
     assert 'llmforge_validator_healthy{validator="gpu_topology"} 0' in bad.content_string
     assert 'llmforge_validator_healthy{validator="rdma_links"} 0' in bad.content_string
     assert 'llmforge_validator_check_failed{validator="gpu_topology",check="pcie_width",subject="GPU0"} 1' in bad.content_string
-    good = hosts['gpu1'].file(path).content_string
+    good = hosts[FIRST].file(path).content_string
     assert 'llmforge_validator_healthy{validator="gpu_topology"} 1' in good
     assert 'llmforge_validator_healthy{validator="rdma_links"} 1' in good
     assert 'llmforge_validator_check_failed' not in good.replace('# HELP llmforge_validator_check_failed', '').replace(
@@ -101,49 +97,50 @@ def test_textfile_metrics_on_the_nodes(hosts):
 
 
 def test_repaired_node_is_resumed(simulated, hosts, ctl):
-    set_hardware(hosts['gpu2'])
+    set_hardware(hosts[SECOND])
     result = validate(simulated)
-    assert 'gpu2' not in drain_reasons(ctl), result.stdout[-3000:]
-    state = ctl.check_output('sinfo -N -h -n gpu2 -o %T').split()
+    assert SECOND not in drain_reasons(ctl), result.stdout[-3000:]
+    state = ctl.check_output(f'sinfo -N -h -n {SECOND} -o %T').split()
     assert state and 'drain' not in state[0], state
 
 
 def test_admin_drain_survives_a_validate_run(simulated, ctl):
-    ctl.check_output('scontrol update NodeName=gpu1 State=DRAIN Reason="admin: fan swap"')
+    ctl.check_output(f'scontrol update NodeName={FIRST} State=DRAIN Reason="admin: fan swap"')
     try:
         result = validate(simulated)
-        assert drain_reasons(ctl).get('gpu1') == 'admin: fan swap', result.stdout[-3000:]
-        assert recaps(result)['ctl1']['changed'] == 0
+        assert drain_reasons(ctl).get(FIRST) == 'admin: fan swap', result.stdout[-3000:]
+        assert recaps(result)[CONTROLLER]['changed'] == 0
     finally:
-        ctl.run('scontrol update NodeName=gpu1 State=RESUME')
+        ctl.run(f'scontrol update NodeName={FIRST} State=RESUME')
 
 
 def test_nccl_stage_drains_the_slow_node_and_resumes_it_when_fast_again(simulated, hosts, ctl):
     """validate_nccl: all_reduce_perf and alltoall_perf through srun on each node and on the pair (stand-ins that
-    replay captured nccl-tests outputs; gpu2 listed as slow halves every bandwidth its jobs print)."""
+    replay captured nccl-tests outputs; the second node listed as slow halves every bandwidth its jobs print)."""
     for name in NODES:
         set_hardware(hosts[name])
-        hosts[name].check_output(f'echo gpu2 > {SIM}/nccl-tests/nccl_slow_nodes')
+        hosts[name].check_output(f'echo {SECOND} > {SIM}/nccl-tests/nccl_slow_nodes')
     try:
         result = validate(simulated, '-e', 'validate_nccl=true')
         report = json.load(open(os.path.join(simulated['reports'], 'report.json'), encoding='utf-8'))
         nodes = {node['name']: node for node in report['nodes']}
-        assert nodes['gpu1']['healthy'] and not nodes['gpu2']['healthy'], result.stdout[-3000:]
-        failing = [(c['name'], c['subject']) for c in nodes['gpu2']['checks'] if c['status'] == 'fail']
+        assert nodes[FIRST]['healthy'] and not nodes[SECOND]['healthy'], result.stdout[-3000:]
+        failing = [(c['name'], c['subject']) for c in nodes[SECOND]['checks'] if c['status'] == 'fail']
         assert ('nccl_busbw', 'all_reduce_perf single') in failing, failing
         assert all(name.startswith('nccl_') for name, _subject in failing), failing
-        assert re.match(r'llmforge: nccl_(busbw|pair) ', drain_reasons(ctl).get('gpu2', '')), drain_reasons(ctl)
-        assert 'gpu1' not in drain_reasons(ctl)
-        metrics = hosts['gpu2'].file('/var/lib/node_exporter/textfile/llmforge_validate.prom').content_string
+        assert re.match(r'llmforge: nccl_(busbw|pair) ', drain_reasons(ctl).get(SECOND, '')), drain_reasons(ctl)
+        assert FIRST not in drain_reasons(ctl)
+        metrics = hosts[SECOND].file('/var/lib/node_exporter/textfile/llmforge_validate.prom').content_string
         assert 'llmforge_validator_healthy{validator="nccl_tests"} 0' in metrics, metrics
         assert 'llmforge_validator_check_failed{validator="nccl_tests",check="nccl_busbw",subject="all_reduce_perf single"} 1' in metrics
         for name in NODES:
             hosts[name].check_output(f'rm -f {SIM}/nccl-tests/nccl_slow_nodes')
-        # gpu2 is drained, so its own runs cannot be scheduled: only what ran is judged; hardware passes, and the
-        # NCCL drain stays until an NCCL run proves the node (here: the admin resumes it, validate no longer drains).
-        ctl.check_output('scontrol update NodeName=gpu2 State=RESUME')
+        # The second node is drained, so its own runs cannot be scheduled: only what ran is judged; hardware passes,
+        # and the NCCL drain stays until an NCCL run proves the node (here: the admin resumes it, validate no longer
+        # drains).
+        ctl.check_output(f'scontrol update NodeName={SECOND} State=RESUME')
         validate(simulated, '-e', 'validate_nccl=true')
-        assert 'gpu2' not in drain_reasons(ctl), drain_reasons(ctl)
+        assert SECOND not in drain_reasons(ctl), drain_reasons(ctl)
     finally:
         for name in NODES:
             hosts[name].run(f'rm -f {SIM}/nccl-tests/nccl_slow_nodes')
