@@ -57,9 +57,13 @@ browser: venv
 	bash scripts/ensure-chromium.sh
 	pytest -q tests/browser
 
-# Each scenario names its own collections path: the cluster scenarios run the installed tarball, not the checkout.
+# The cluster scenarios run the installed tarball, not the checkout: molecule would put the exported checkout path
+# first, so they run without it. The role scenarios keep it (molecule's prerun installs the checkout through it).
 molecule: venv image image-debian12 build
-	for s in $(SCENARIOS); do env -u ANSIBLE_COLLECTIONS_PATH molecule test --scenario-name $$s; done
+	for s in $(SCENARIOS); do \
+	    case $$s in cluster*) env -u ANSIBLE_COLLECTIONS_PATH molecule test --scenario-name $$s ;; \
+	                 *) molecule test --scenario-name $$s ;; esac; \
+	done
 
 test: unit lint sanity build browser molecule
 
