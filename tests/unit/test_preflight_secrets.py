@@ -104,34 +104,24 @@ def run(tmp_path_factory) -> dict:
     return results
 
 
-@pytest.mark.parametrize('host', ['db-placeholder', 'db-placeholder-inside'])
-def test_placeholder_db_password_is_refused_naming_the_variables(run, host):
-    assert run[host]['failed'] == 'Refuse a placeholder accounting database password'
+DB = ('slurm_controller_db_password', 'vault_slurm_db_password')
+MUNGE = ('slurm_common_munge_key', 'vault_slurm_munge_key')
+
+
+@pytest.mark.parametrize(('host', 'task', 'variables', 'hint'), [
+    ('db-placeholder', 'Refuse a placeholder accounting database password', DB, 'openssl rand -hex 24'),
+    ('db-placeholder-inside', 'Refuse a placeholder accounting database password', DB, 'openssl rand -hex 24'),
+    ('db-short', 'Check the accounting database password', DB, 'at least 16 characters'),
+    ('db-hash', 'Check the accounting database password', DB, 'at least 16 characters'),
+    ('munge-placeholder', 'Refuse a placeholder munge key', MUNGE, 'head -c 1024 /dev/urandom | base64 -w0'),
+    ('munge-placeholder-lower', 'Refuse a placeholder munge key', MUNGE, 'head -c 1024 /dev/urandom | base64 -w0'),
+    ('munge-short', 'Check the munge key the operator provided', MUNGE, 'at least 32 bytes'),
+])
+def test_bad_secret_is_refused_naming_the_variables(run, host, task, variables, hint):
+    assert run[host]['failed'] == task
     msg = run[host]['msg']
-    assert 'slurm_controller_db_password' in msg and 'vault_slurm_db_password' in msg
-    assert 'openssl rand -hex 24' in msg
-
-
-@pytest.mark.parametrize('host', ['db-short', 'db-hash'])
-def test_short_or_unwritable_db_password_is_refused(run, host):
-    assert run[host]['failed'] == 'Check the accounting database password'
-    msg = run[host]['msg']
-    assert 'slurm_controller_db_password' in msg and 'vault_slurm_db_password' in msg
-    assert 'at least 16 characters' in msg
-
-
-@pytest.mark.parametrize('host', ['munge-placeholder', 'munge-placeholder-lower'])
-def test_placeholder_munge_key_is_refused_naming_the_variables(run, host):
-    assert run[host]['failed'] == 'Refuse a placeholder munge key'
-    msg = run[host]['msg']
-    assert 'slurm_common_munge_key' in msg and 'vault_slurm_munge_key' in msg
-    assert 'head -c 1024 /dev/urandom | base64 -w0' in msg
-
-
-def test_too_short_munge_key_is_refused(run):
-    assert run['munge-short']['failed'] == 'Check the munge key the operator provided'
-    msg = run['munge-short']['msg']
-    assert 'slurm_common_munge_key' in msg and 'vault_slurm_munge_key' in msg and 'at least 32 bytes' in msg
+    assert all(variable in msg for variable in variables), msg
+    assert hint in msg
 
 
 @pytest.mark.parametrize('host', ['good', 'good-generated-key'])
