@@ -23,7 +23,6 @@ import re
 import shutil
 import sys
 import tempfile
-import xml.etree.ElementTree as ET
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -98,11 +97,10 @@ def fixture_with_version(build: str, driver: str) -> str:
     version = open(os.path.join(src, 'smi_version.txt'), encoding='utf-8').read()
     version = re.sub(r'^((?:NVIDIA-SMI|DRIVER) version\s*:\s*)\S+', rf'\g<1>{driver}', version, flags=re.M)
     version = re.sub(r'^(NVML version\s*:\s*)\S+', r'\g<1>' + driver.rsplit('.', 1)[0], version, flags=re.M)
-    listing = ''.join(f"GPU {index}: {gpu.findtext('product_name')} (UUID: {gpu.findtext('uuid')})\n"
-                      for index, gpu in enumerate(ET.fromstring(xml).iter('gpu')))
-    for name, text in (('smi_q.xml', xml), ('smi_version.txt', version), ('list_gpus.txt', listing)):
+    for name, text in (('smi_q.xml', xml), ('smi_version.txt', version)):
         write(out, name, text)
-    shutil.copy(os.path.join(src, 'topo_m.txt'), os.path.join(out, 'topo_m.txt'))
+    for name in ('topo_m.txt', 'list_gpus.txt'):
+        shutil.copy(os.path.join(src, name), os.path.join(out, name))
     return out
 
 
