@@ -13,7 +13,7 @@ export MOLECULE_IMAGE ?= llmforge/debian13-systemd:latest
 export MOLECULE_IMAGE_DEBIAN12 ?= llmforge/debian12-systemd:latest
 SCENARIOS ?= $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
 
-.PHONY: help venv docker image image-debian12 unit lint sanity build browser molecule test demo demo-down clean
+.PHONY: help venv docker image image-debian12 wheelhouse unit lint sanity build browser molecule test demo demo-down clean
 
 help:
 	@echo "make demo       3-node Slurm cluster in local containers (ctl1, gpu1, gpu2), then sinfo and a GPU job"
@@ -39,6 +39,16 @@ image: docker
 image-debian12: docker
 	MOLECULE_IMAGE=$(MOLECULE_IMAGE_DEBIAN12) LLMFORGE_TEST_SUITE=bookworm bash molecule/resources/build-image.sh
 
+# The Debian 12 cluster scenario's training environment installs offline from here: PyTorch's CPU wheels for
+# CPython 3.11 and their dependencies, each file checked against the lock's hash.
+WHEELHOUSE_LOCK := molecule/resources/files/training-cp311.lock
+build/wheelhouse/.complete: $(WHEELHOUSE_LOCK) | venv
+	pip download --quiet --require-hashes --no-deps --only-binary=:all: --python-version 3.11 \
+	    --platform manylinux_2_28_x86_64 --dest build/wheelhouse --requirement $(WHEELHOUSE_LOCK)
+	touch $@
+
+wheelhouse: build/wheelhouse/.complete
+
 unit: venv
 	pytest -q tests/unit
 
@@ -59,7 +69,7 @@ browser: venv
 
 # The cluster scenarios run the installed tarball, not the checkout: molecule would put the exported checkout path
 # first, so they run without it. The role scenarios keep it (molecule's prerun installs the checkout through it).
-molecule: venv image image-debian12 build
+molecule: venv image image-debian12 wheelhouse build
 	for s in $(SCENARIOS); do \
 	    case $$s in cluster*) env -u ANSIBLE_COLLECTIONS_PATH molecule test --scenario-name $$s ;; \
 	                 *) molecule test --scenario-name $$s ;; esac; \
@@ -72,6 +82,7 @@ demo: venv image
 
 demo-down: venv
 	molecule destroy --scenario-name cluster
+	docker volume rm --force llmforge-cluster-shared >/dev/null
 
 clean:
 	rm -rf build tests/output

@@ -99,6 +99,8 @@ skip 'ansible-playbook llmforge.cluster.site -i inventories/mycluster --ask-vaul
     'needs servers: every playbook is syntax-checked with the same inventory below'
 skip 'ansible-playbook llmforge.cluster.gpu -i inventories/mycluster --ask-vault-pass --become -e gpu_driver_update=true -e cluster_rolling_batch=5%' \
     'a driver roll-out needs servers: molecule/cluster/tests/test_rolling.py runs it on the test cluster'
+skip 'sbatch /lustre/sw/envs/llmforge-train/share/llmforge/llmforge-train.sbatch --steps 2000 --ckpt-every-minutes 10' \
+    'needs a cluster: molecule/cluster/tests/test_training.py submits the reference job on the test cluster'
 for line in "${readme_lines[@]}"; do
     [ -n "${covered[$line]:-}" ] || die "README line neither run nor skipped here: $line"
 done

@@ -24,4 +24,20 @@ ansible-playbook playbooks/validate.yml -i inventories/demo -e validate_report_d
     sed -n '/Print the summary/,/PLAY RECAP/p' | grep -E 'healthy nodes|failing nodes' || true
 echo "report: $root/validate-report/report.html (report.json, junit.xml beside it)"
 echo
+echo
+echo "== the reference training job: PyTorch on 2 nodes through Slurm, a checkpoint every 10 steps on /shared"
+sbatch=/shared/llmforge/envs/llmforge-train/share/llmforge/llmforge-train.sbatch
+job=$(docker exec ctl1 sbatch --parsable "$sbatch" | cut -d';' -f1)
+echo "submitted job $job: sbatch $sbatch"
+for _ in $(seq 1 120); do
+    state=$(docker exec ctl1 squeue -h -j "$job" -o %T 2>/dev/null || true)
+    [ -z "$state" ] && break
+    sleep 5
+done
+run=/shared/llmforge/runs/llmforge-train-$job
+docker exec ctl1 grep -E '^(resumed|starting|step=|checkpoint)' "/shared/llmforge/runs/llmforge-train-$job.out" | tail -n 8
+docker exec ctl1 sacct -X -j "$job" -o JobID,JobName,NodeList,Elapsed,State
+echo "checkpoints: $(docker exec ctl1 bash -c "ls -d $run/step_* | tr '\n' ' '")"
+echo "log: /shared/llmforge/runs/llmforge-train-$job.out, summary: $run/summary-$job-0.json (on ctl1, gpu1, gpu2)"
+echo
 echo "The cluster is up: 'docker exec -it ctl1 bash' to use it, 'make demo-down' to remove it."

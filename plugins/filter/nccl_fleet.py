@@ -27,14 +27,6 @@ def nccl_ready_nodes(nodes, hostvars, validators=('__validate_gpu_topology', '__
     return ready
 
 
-def _planned(result):
-    """The plan entry of a registered loop result, also through async_status (whose item is the submitted job)."""
-    item = result.get('item')
-    if isinstance(item, dict) and 'ansible_job_id' in item:
-        item = item.get('item')
-    return item
-
-
 def nccl_tag_runs(results):
     """Tag registered nccl_tests loop results with test, kind and nodes for nccl_judge.
 
@@ -43,7 +35,7 @@ def nccl_tag_runs(results):
     """
     runs = []
     for index, result in enumerate(results or []):
-        planned = _planned(result) if isinstance(result, dict) else None
+        planned = fleet.plan_item(result) if isinstance(result, dict) else None
         if not isinstance(planned, (list, tuple)) or not planned:
             raise AnsibleFilterError(f'nccl_tag_runs: results[{index}] has no plan item')
         if isinstance(planned[0], dict):

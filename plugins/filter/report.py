@@ -18,9 +18,9 @@ def _wrap(name: str, func: t.Callable[..., t.Any], *args: t.Any) -> t.Any:
         raise AnsibleFilterError(f'{name}: {err}') from err
 
 
-def llmforge_report(results, cluster, generated_at):
-    """The report dict of `{node: {validator: result}}` (see module_utils/_report.build_report)."""
-    return _wrap('llmforge_report', rep.build_report, results, cluster, generated_at)
+def llmforge_report(results, cluster, generated_at, stages=None):
+    """The report dict of `{node: {validator: result}}` and cluster-level `{stage: result}` (see _report.build_report)."""
+    return _wrap('llmforge_report', rep.build_report, results, cluster, generated_at, stages)
 
 
 def report_junit(report):

@@ -34,13 +34,34 @@ class NcclFleetError(ValueError):
     """Bad input; the message names the field."""
 
 
-def _natural(name: str) -> tuple[t.Any, ...]:
+def natural_key(name: str) -> tuple[t.Any, ...]:
+    """Sort key that puts n2 before n10."""
     return tuple(int(part) if part.isdigit() else part for part in re.split(r'(\d+)', name))
+
+
+def check_tolerance(tolerance_pct: t.Any, error: type[ValueError] = NcclFleetError) -> float:
+    """The fleet tolerance as a float; `error` names it when it is not a percentage in [0, 100)."""
+    if isinstance(tolerance_pct, bool) or not isinstance(tolerance_pct, (int, float)) or not 0 <= tolerance_pct < 100:
+        raise error(f'tolerance_pct must be a percentage in [0, 100), got {tolerance_pct!r}')
+    return float(tolerance_pct)
+
+
+def below_fleet(value: float, fleet_median: t.Optional[float], tolerance_pct: float) -> bool:
+    """True when `value` is more than tolerance_pct below the fleet median (never without a median)."""
+    return bool(fleet_median) and value < fleet_median * (1 - tolerance_pct / 100)
+
+
+def plan_item(result: t.Mapping[str, t.Any]) -> t.Any:
+    """The plan entry of a registered loop result, also through async_status (whose item is the submitted job)."""
+    item = result.get('item')
+    if isinstance(item, dict) and 'ansible_job_id' in item:
+        item = item.get('item')
+    return item
 
 
 def plan_pairs(nodes: t.Sequence[str]) -> list[list[str]]:
     """Neighbours in natural order: (n1, n2), (n3, n4), ...; an odd last node pairs with the first."""
-    ordered = sorted(dict.fromkeys(nodes), key=_natural)
+    ordered = sorted(dict.fromkeys(nodes), key=natural_key)
     if len(ordered) < 2:
         return []
     pairs = [ordered[i:i + 2] for i in range(0, len(ordered) - 1, 2)]
@@ -81,8 +102,7 @@ def _threshold(thresholds: t.Mapping[str, t.Any], test: str, kind: str) -> t.Opt
 def judge_tests(runs: t.Sequence[t.Mapping[str, t.Any]], thresholds: t.Mapping[str, t.Any],
                 tolerance_pct: float) -> list[dict[str, t.Any]]:
     """One verdict per (test, kind, nodes): median busbw over its repeats against the threshold and the fleet."""
-    if isinstance(tolerance_pct, bool) or not isinstance(tolerance_pct, (int, float)) or not 0 <= tolerance_pct < 100:
-        raise NcclFleetError(f'tolerance_pct must be a percentage in [0, 100), got {tolerance_pct!r}')
+    check_tolerance(tolerance_pct)
     groups: dict[tuple[str, str, tuple[str, ...]], list[t.Mapping[str, t.Any]]] = {}
     for index, run in enumerate(runs):
         groups.setdefault(_run_key(run, index), []).append(run['result'] or {})
@@ -98,7 +118,7 @@ def judge_tests(runs: t.Sequence[t.Mapping[str, t.Any]], thresholds: t.Mapping[s
     # The fleet comparison needs at least two tests of the same binary and kind.
     peers = collections.Counter((test, kind) for test, kind, _nodes in groups)
     verdicts = []
-    for key in sorted(groups, key=lambda k: (k[0], KINDS.index(k[1]), [_natural(n) for n in k[2]])):
+    for key in sorted(groups, key=lambda k: (k[0], KINDS.index(k[1]), [natural_key(n) for n in k[2]])):
         test, kind, nodes = key
         results = groups[key]
         busbw = medians[key]
@@ -114,7 +134,7 @@ def judge_tests(runs: t.Sequence[t.Mapping[str, t.Any]], thresholds: t.Mapping[s
         else:
             if floor is not None and busbw < floor:
                 problems.append(('busbw', f'median busbw {busbw:g} GB/s below the threshold {floor:g} GB/s'))
-            if median_of_fleet and peers[(test, kind)] >= 2 and busbw < median_of_fleet * (1 - tolerance_pct / 100):
+            if peers[(test, kind)] >= 2 and below_fleet(busbw, median_of_fleet, tolerance_pct):
                 problems.append(('busbw', f'median busbw {busbw:g} GB/s is more than {tolerance_pct:g}% below the fleet '
                                           f'median {median_of_fleet:g} GB/s'))
         verdicts.append({

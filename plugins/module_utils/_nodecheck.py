@@ -35,7 +35,7 @@ from ansible_collections.llmforge.cluster.plugins.module_utils._checks import FA
 
 DEFAULT_CONFIG = '/etc/llmforge/nodecheck.json'
 VALIDATORS = ('gpu_topology', 'rdma_links')
-CONFIG_KEYS = {'node_name', 'validators', 'timeout', 'drain', 'scontrol', 'textfile_dir', 'state_file'}
+CONFIG_KEYS = {'node_name', 'validators', 'timeout', 'drain', 'requeue', 'scontrol', 'squeue', 'textfile_dir', 'state_file'}
 
 
 class ConfigError(Exception):
@@ -60,8 +60,8 @@ def load_config(path: str) -> dict[str, t.Any]:
     unknown = sorted(set(data) - CONFIG_KEYS)
     if unknown:
         raise ConfigError(f'{path}: unknown field(s) {", ".join(unknown)}; known: {", ".join(sorted(CONFIG_KEYS))}')
-    config = {'node_name': '', 'validators': {}, 'timeout': 10, 'drain': True, 'scontrol': 'scontrol',
-              'textfile_dir': '', 'state_file': ''}
+    config = {'node_name': '', 'validators': {}, 'timeout': 10, 'drain': True, 'requeue': True, 'scontrol': 'scontrol',
+              'squeue': 'squeue', 'textfile_dir': '', 'state_file': ''}
     config.update(data)
     if not isinstance(config['node_name'], str):
         raise ConfigError(f'{path}: node_name must be a string')
@@ -84,9 +84,10 @@ def load_config(path: str) -> dict[str, t.Any]:
             rdma.resolve_expectation(validators['rdma_links'].get('expected') or {})
     except (gpu.GpuTopologyError, rdma.RdmaLinksError) as err:
         raise ConfigError(f'{path}: validators: {err}') from None
-    if not isinstance(config['drain'], bool):
-        raise ConfigError(f'{path}: drain must be true or false')
-    for key in ('scontrol', 'textfile_dir', 'state_file'):
+    for key in ('drain', 'requeue'):
+        if not isinstance(config[key], bool):
+            raise ConfigError(f'{path}: {key} must be true or false')
+    for key in ('scontrol', 'squeue', 'textfile_dir', 'state_file'):
         if not isinstance(config[key], str):
             raise ConfigError(f'{path}: {key} must be a string')
     return config
@@ -174,8 +175,29 @@ def _scontrol(argv: list[str], timeout: float) -> str:
     return proc.stdout
 
 
+def requeue_jobs(config: dict[str, t.Any], node_name: str) -> dict[str, list[str]]:
+    """Requeue the jobs running on a node just drained for a fault: they restart elsewhere from their checkpoint
+    instead of failing or hanging on broken hardware. Jobs that cannot be requeued (--no-requeue, not batch) keep
+    running and are listed with scontrol's answer."""
+    timeout = float(config['timeout'])
+    done: dict[str, list[str]] = {'requeued': [], 'not_requeued': []}
+    try:
+        listed = _scontrol([config['squeue'], '--noheader', '--nodelist', node_name, '--states', 'RUNNING,CONFIGURING',
+                            '--format', '%A'], timeout)
+    except SlurmError as err:
+        done['not_requeued'].append(f'jobs not listed ({err})')
+        return done
+    for job in sorted({line.strip() for line in listed.splitlines() if line.strip().isdigit()}, key=int):
+        try:
+            _scontrol([config['scontrol'], 'requeue', job], timeout)
+            done['requeued'].append(job)
+        except SlurmError as err:
+            done['not_requeued'].append(f'{job} ({err})')
+    return done
+
+
 def slurm_act(config: dict[str, t.Any], checks: list[dict[str, t.Any]], node_name: str, dry_run: bool) -> dict[str, t.Any]:
-    """Read the node's Slurm state and drain or resume it as _slurm_drain decides."""
+    """Read the node's Slurm state and drain or resume it as _slurm_drain decides; requeue a drained node's jobs."""
     scontrol, timeout = config['scontrol'], float(config['timeout'])
     node = drain.parse_node(_scontrol([scontrol, 'show', 'node', node_name, '-o'], timeout))
     decision = drain.drain_action(checks, node)
@@ -185,6 +207,8 @@ def slurm_act(config: dict[str, t.Any], checks: list[dict[str, t.Any]], node_nam
         update += ['State=DRAIN', f"Reason={decision['reason']}"] if decision['action'] == 'drain' else ['State=RESUME']
         _scontrol(update, timeout)
         decision['done'] = True
+        if decision['action'] == 'drain' and config['requeue']:
+            decision.update(requeue_jobs(config, node_name))
     return decision
 
 
@@ -241,6 +265,10 @@ def summary(result: dict[str, t.Any]) -> str:
     slurm = result['slurm']
     if slurm and slurm['action']:
         text += f"; {'drained' if slurm['action'] == 'drain' else 'resumed'}" if slurm['done'] else f"; would {slurm['action']}"
+        if slurm.get('requeued'):
+            text += f"; requeued job(s) {', '.join(slurm['requeued'])}"
+        if slurm.get('not_requeued'):
+            text += f"; not requeued: {'; '.join(slurm['not_requeued'])}"
     elif slurm:
         text += f"; Slurm: {slurm['why']}"
     if result['slurm_error']:

@@ -4,7 +4,9 @@
 
 Pure Python (standard library only, no Ansible import). The input is what the control host collects per node:
 ``{node: {validator: result}}``, each result holding ``checks`` (see ``_checks.check``), ``healthy`` and, for
-``gpu_topology``, ``topology`` and ``nics``.
+``gpu_topology``, ``topology`` and ``nics``. Stages that judge the cluster as a whole (validate.yml's training
+stage: its all-node run) add ``{stage: {checks, healthy, title, facts, nodes, columns}}``: cluster-level checks, a
+table of per-node measurements and a few facts.
 """
 
 from __future__ import annotations
@@ -176,18 +178,55 @@ def _node(node: str, validators: t.Any) -> dict[str, t.Any]:
     return record
 
 
-def build_report(results: t.Mapping[str, t.Mapping[str, t.Any]], cluster: str, generated_at: str) -> dict[str, t.Any]:
-    """The machine-readable report of `{node: {validator: result}}`; raises ReportError on malformed input."""
+def _ranked(checks: t.Sequence[dict[str, t.Any]]) -> list[dict[str, t.Any]]:
+    return [item for index, item in sorted(enumerate(checks), key=lambda pair: (STATUSES.index(pair[1]['status']), pair[0]))]
+
+
+def _stage(name: t.Any, stage: t.Any) -> dict[str, t.Any]:
+    """A cluster-level stage result: its checks (validator = the stage), healthy, and its table and facts as JSON."""
+    if not isinstance(name, str) or not name:
+        raise ReportError(f'stage names must be non-empty strings, got {name!r}')
+    where = f"stage '{name}'"
+    if not isinstance(stage, t.Mapping):
+        raise ReportError(f'{where}: the result must be a mapping, got {type(stage).__name__}')
+    checks = [_one_check(item, name, f'{where}: checks[{index}]') for index, item in enumerate(_checks_of(stage, where))]
+    reported = stage.get('healthy', True)
+    if not isinstance(reported, bool):
+        raise ReportError(f'{where}: healthy must be true or false, got {reported!r}')
+    nodes = stage.get('nodes') or {}
+    if not isinstance(nodes, t.Mapping) or not all(isinstance(row, t.Mapping) for row in nodes.values()):
+        raise ReportError(f'{where}.nodes must map node names to {{column: value}}, got {nodes!r}')
+    columns = stage.get('columns') or sorted({str(key) for row in nodes.values() for key in row})
+    return {
+        'title': _text(stage.get('title') or name, f'{where}.title'),
+        'healthy': reported and not any(item['status'] == 'fail' for item in checks),
+        'counts': _counts(checks),
+        'checks': _ranked(checks),
+        'facts': _plain(stage.get('facts') or {}),
+        'columns': [_text(column, f'{where}.columns') for column in columns],
+        'nodes': {str(node): _plain(nodes[node]) for node in sorted(nodes, key=lambda n: _natural(str(n)))},
+    }
+
+
+def build_report(results: t.Mapping[str, t.Mapping[str, t.Any]], cluster: str, generated_at: str,
+                 stages: t.Optional[t.Mapping[str, t.Any]] = None) -> dict[str, t.Any]:
+    """The machine-readable report of `{node: {validator: result}}` and the cluster-level `{stage: result}`;
+    raises ReportError on malformed input."""
     if not isinstance(results, t.Mapping):
         raise ReportError(f'results must be a mapping of node to {{validator: result}}, got {type(results).__name__}')
+    if stages is not None and not isinstance(stages, t.Mapping):
+        raise ReportError(f'stages must be a mapping of stage name to its result, got {type(stages).__name__}')
     cluster = _text(cluster, 'cluster')
     generated_at = _text(generated_at, 'generated_at')
     for node in results:
         if not isinstance(node, str) or not node:
             raise ReportError(f'node names must be non-empty strings, got {node!r}')
     nodes = [_node(str(node), results[node]) for node in sorted(results, key=_natural)]
-    validators = sorted({v for node in nodes for v in node['validators']})
+    cluster_stages = {str(name): _stage(name, (stages or {})[name]) for name in sorted(stages or {}, key=str)}
+    validators = sorted({v for node in nodes for v in node['validators']} | set(cluster_stages))
     every_check = [item for node in nodes for item in node['checks']]
+    every_check += [item for stage in cluster_stages.values() for item in stage['checks']]
+    failing_stages = [name for name, stage in cluster_stages.items() if not stage['healthy']]
     return {
         'cluster': cluster,
         'generated_at': generated_at,
@@ -196,12 +235,14 @@ def build_report(results: t.Mapping[str, t.Mapping[str, t.Any]], cluster: str, g
             'healthy_nodes': sum(1 for node in nodes if node['healthy']),
             'failing_nodes': sum(1 for node in nodes if not node['healthy']),
             'failing': [node['name'] for node in nodes if not node['healthy']],
-            'healthy': all(node['healthy'] for node in nodes),
+            'failing_stages': failing_stages,
+            'healthy': all(node['healthy'] for node in nodes) and not failing_stages,
             'validators': validators,
             'checks': _counts(every_check),
             'by_validator': {v: _counts(item for item in every_check if item['validator'] == v) for v in validators},
         },
         'nodes': nodes,
+        'stages': cluster_stages,
     }
 
 
@@ -234,19 +275,23 @@ def _xml(value: t.Any) -> str:
 
 
 def render_junit(report: t.Mapping[str, t.Any]) -> str:
-    """JUnit XML: a testsuite per validator, a testcase per node and check; warnings pass with their message."""
+    """JUnit XML: a testsuite per validator, a testcase per node and check; warnings pass with their message.
+
+    A stage's cluster-level checks join the suite of the same name, with the cluster's name as their class."""
     report = _checked_report(report)
     root = ET.Element('testsuites', name=_xml(f"llmforge.cluster {report['cluster']}"))
     totals = dict.fromkeys(('tests', 'failures', 'skipped'), 0)
+    owners = [(node['name'], node['checks']) for node in report['nodes']]
+    owners += [(report['cluster'], stage['checks']) for stage in (report.get('stages') or {}).values()]
     for validator in report['summary']['validators']:
         suite = ET.SubElement(root, 'testsuite', name=_xml(f'llmforge.{validator}'), timestamp=_xml(report['generated_at']))
         counts = dict.fromkeys(('tests', 'failures', 'skipped'), 0)
-        for node in report['nodes']:
-            for item in node['checks']:
+        for owner, checks in owners:
+            for item in checks:
                 if item['validator'] != validator:
                     continue
                 counts['tests'] += 1
-                case = ET.SubElement(suite, 'testcase', classname=_xml(node['name']),
+                case = ET.SubElement(suite, 'testcase', classname=_xml(owner),
                                      name=_xml(f"{item['name']} {item['subject']}"), time='0')
                 if item['status'] == 'fail':
                     counts['failures'] += 1
@@ -327,6 +372,8 @@ def _summary_html(report: t.Mapping[str, t.Any]) -> list[str]:
     verdict = f"{summary['healthy_nodes']} of {summary['nodes']} nodes healthy"
     if summary.get('failing'):
         verdict += ' \u2014 failing: ' + ', '.join(summary['failing'])
+    if summary.get('failing_stages'):
+        verdict += ' \u2014 failing cluster stages: ' + ', '.join(summary['failing_stages'])
     return [
         '<section id="summary">', '<h2>Summary</h2>',
         f'<p class="verdict {"ok" if summary["healthy"] else "bad"}">{_e(verdict)}</p>',
@@ -387,6 +434,42 @@ def _problems_html(report: t.Mapping[str, t.Any], status: str, section_id: str, 
     return out
 
 
+def _cell(value: t.Any) -> str:
+    if isinstance(value, bool):
+        return f'<td class="{"pass" if value else "fail"}">{"yes" if value else "NO"}</td>'
+    return f'<td>{_e(value_text(value))}</td>'
+
+
+def _stage_html(name: str, stage: t.Mapping[str, t.Any]) -> list[str]:
+    """A cluster-level stage: its verdict, facts, per-node measurements and its own checks."""
+    state = 'ok' if stage['healthy'] else 'bad'
+    out = [f'<section class="stage" id="stage-{_e(name)}" data-stage="{_e(name)}">', f'<h2>{_e(stage["title"])}</h2>',
+           f'<p class="verdict {state}">{_e(stage["title"])}: {"passed" if stage["healthy"] else "FAILED"}</p>']
+    facts = {key: value for key, value in stage['facts'].items() if value is not None}
+    if facts:
+        out.append('<table class="facts"><tbody>')
+        out += [f'<tr><th scope="row">{_e(key)}</th>{_cell(value)}</tr>' for key, value in facts.items()]
+        out.append('</tbody></table>')
+    if stage['nodes']:
+        head = ''.join(f'<th>{_e(column)}</th>' for column in stage['columns'])
+        out += ['<h3>Per node</h3>', '<table class="stage-nodes">', f'<thead><tr><th>Node</th>{head}</tr></thead>', '<tbody>']
+        for node, row in stage['nodes'].items():
+            cells = ''.join(_cell(row.get(column)) for column in stage['columns'])
+            out.append(f'<tr data-node="{_e(node)}"><th scope="row">{_e(node)}</th>{cells}</tr>')
+        out += ['</tbody>', '</table>']
+    out += ['<h3>Cluster checks</h3>', '<table class="stage-checks">',
+            '<thead><tr><th>Status</th><th>Check</th><th>Subject</th><th>Expected</th><th>Actual</th><th>Message</th></tr></thead>',
+            '<tbody>']
+    for item in stage['checks']:
+        status = item['status']
+        out.append(f'<tr class="{status}"><td class="{status}">{_e(status)}</td><td>{_e(item["name"])}</td>'
+                   f'<td>{_e(item["subject"])}</td><td class="expected"><code>{_e(value_text(item["expected"]))}</code></td>'
+                   f'<td class="actual"><code>{_e(value_text(item["actual"]))}</code></td>'
+                   f'<td class="message">{_e(item["message"])}</td></tr>')
+    out += ['</tbody>', '</table>', '</section>']
+    return out
+
+
 def _device_header(device: str, nics: t.Mapping[str, str]) -> str:
     name = nics.get(device)
     return _e(device) + (f'<small>{_e(name)}</small>' if name else '')
@@ -440,6 +523,8 @@ def render_html(report: t.Mapping[str, t.Any]) -> str:
     out += _nodes_html(report)
     out += _problems_html(report, 'fail', 'failures', 'Failing checks')
     out += _problems_html(report, 'warn', 'warnings', 'Warnings')
+    for name, stage in (report.get('stages') or {}).items():
+        out += _stage_html(name, stage)
     with_topology = [node for node in report['nodes'] if node.get('topology')]
     if with_topology:
         out += ['<section id="topologies">', '<h2>GPU topology</h2>']

@@ -102,6 +102,19 @@ ROLE_CASES = [
         full_entry_point='main',
         readme_mentions=frozenset({'Internal role', 'llmforge.cluster.packages'}),
     ),
+    RoleCase(
+        name='containers',
+        entry_points=frozenset({'main', 'oci_conf'}),
+        full_entry_point='main',
+        readme_mentions=frozenset({'llmforge.cluster.containers', 'oci.conf', 'Prolog=/etc/slurm/prolog.d/*'}),
+    ),
+    RoleCase(
+        name='training_env',
+        entry_points=frozenset({'main'}),
+        full_entry_point='main',
+        readme_mentions=frozenset({'llmforge.cluster.training_env', 'llmforge-train.sbatch', '--require-hashes',
+                                   'llmforge-checkpoint-prune'}),
+    ),
 ]
 CASE_PARAMS = [pytest.param(case, id=case.name) for case in ROLE_CASES]
 

@@ -123,6 +123,7 @@ def node(tmp_path, monkeypatch):
         f'echo "$*" >> {tmp_path}/scontrol.log\n'
         'case "$1" in\n'
         f'  show) cat {state} ;;\n'
+        '  requeue) [ "$2" = 12 ] && { echo "scontrol: error: Requested operation is disabled for job 12" >&2; exit 1; } ;;\n'
         '  update) case "$3" in\n'
         f'      State=DRAIN) echo "NodeName=gpu1 State=IDLE+DRAIN Reason=${{4#Reason=}} [root@now]" > {state} ;;\n'
         f'      State=RESUME) echo "NodeName=gpu1 State=IDLE" > {state} ;;\n'
@@ -130,9 +131,13 @@ def node(tmp_path, monkeypatch):
         'esac\n'
         f'exit ${{SCONTROL_RC:-0}}\n')
     scontrol.chmod(0o755)
+    # Jobs running on the node: 11 (requeueable) and 12 (submitted with --no-requeue).
+    squeue = tmp_path / 'squeue'
+    squeue.write_text(f'#!/bin/sh\necho "squeue $*" >> {tmp_path}/scontrol.log\nprintf "11\\n12\\n"\n')
+    squeue.chmod(0o755)
     (tmp_path / 'textfile').mkdir()
     config = {
-        'node_name': 'gpu1', 'timeout': 3, 'drain': True, 'scontrol': str(scontrol),
+        'node_name': 'gpu1', 'timeout': 3, 'drain': True, 'scontrol': str(scontrol), 'squeue': str(squeue),
         'textfile_dir': str(tmp_path / 'textfile'), 'state_file': str(tmp_path / 'nodecheck.json'),
         'validators': {
             'gpu_topology': {'profile': 'h200-sxm-8', 'expected': {}, 'nvidia_smi': str(SHIM)},
@@ -200,6 +205,29 @@ def test_degraded_node_is_drained_with_the_validate_reason_then_resumed_when_fix
     node.restore_gpu()
     assert node.run() == 0
     assert node.slurm_state()['state'] == 'IDLE' and node.scontrol_calls()[-1] == 'update NodeName=gpu1 State=RESUME'
+
+
+def test_jobs_on_a_node_drained_for_a_fault_are_requeued(node, capsys):
+    node.degrade_gpu0_to_x8()
+    assert node.run() == 1
+    calls = node.scontrol_calls()
+    drained = calls.index('update NodeName=gpu1 State=DRAIN Reason=llmforge: pcie_width GPU0 8')
+    assert calls[drained + 1:] == ['squeue --noheader --nodelist gpu1 --states RUNNING,CONFIGURING --format %A',
+                                   'requeue 11', 'requeue 12']
+    out = capsys.readouterr().out
+    assert '; requeued job(s) 11; not requeued: 12 (' in out and 'Requested operation is disabled for job 12' in out
+    saved = json.loads((node.root / 'nodecheck.json').read_text())
+    assert saved['slurm']['requeued'] == ['11'] and saved['slurm']['not_requeued'][0].startswith('12 (')
+    # Still failing on the next run: neither drained nor requeued again.
+    assert node.run() == 1
+    assert sum(call.startswith('requeue') for call in node.scontrol_calls()) == 2
+
+
+def test_requeue_false_drains_and_leaves_the_jobs_running(node):
+    node.degrade_gpu0_to_x8()
+    assert node.run(requeue=False) == 1
+    assert not any(call.startswith(('squeue', 'requeue')) for call in node.scontrol_calls())
+    assert node.slurm_state()['drained']
 
 
 def test_without_strict_a_handled_failing_node_exits_0(node, tmp_path):

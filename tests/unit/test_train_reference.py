@@ -1,0 +1,418 @@
+# Copyright: (c) 2026, llmforge.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Tests for the reference training job: the trainer's launch and checkpoint logic, real CPU runs with torch
+(one and two ranks, DDP and FSDP, resume, signals, damaged checkpoints) and the rendered sbatch script."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import pathlib
+import re
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+TRAINER = ROOT / 'roles' / 'training_env' / 'files' / 'llmforge_train.py'
+TEMPLATE = ROOT / 'roles' / 'training_env' / 'templates' / 'llmforge-train.sbatch.j2'
+# A model small enough that process start-up, not training, is what the torch tests spend their time on.
+TINY = ['--layers', '1', '--d-model', '32', '--heads', '2', '--seq-len', '16', '--batch-size', '4', '--log-every', '1']
+RUN_TIMEOUT = 120
+
+
+def load_trainer():
+    spec = importlib.util.spec_from_file_location('llmforge_train', TRAINER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+train = load_trainer()
+
+
+# Launch: nodelists and rendezvous ---------------------------------------------------------------
+
+@pytest.mark.parametrize('nodelist, hosts', [
+    ('node1', ['node1']),
+    ('a[1-2,5],b', ['a1', 'a2', 'a5', 'b']),
+    ('gpu[08-10,7],login1', ['gpu08', 'gpu09', 'gpu10', 'gpu7', 'login1']),
+    ('r[1-2]-n[01-02]', ['r1-n01', 'r1-n02', 'r2-n01', 'r2-n02']),
+])
+def test_nodelists_expand_as_slurm_writes_them(nodelist, hosts):
+    assert train.expand_nodelist(nodelist) == hosts
+
+
+def test_first_host_asks_scontrol_when_it_is_installed(tmp_path, monkeypatch):
+    monkeypatch.setenv('PATH', str(tmp_path))
+    assert train.first_host('gpu[3-4]') == 'gpu3'
+    executable(tmp_path / 'scontrol', '#!/bin/sh\nprintf "from-scontrol\\nsecond\\n"\n')
+    assert train.first_host('gpu[3-4]') == 'from-scontrol'
+
+
+SRUN_ENV = {'SLURM_PROCID': '5', 'SLURM_NTASKS': '16', 'SLURM_LOCALID': '5', 'SLURM_JOB_NODELIST': 'gpu[07-08]',
+            'SLURM_JOB_ID': '123456', 'SLURM_RESTART_COUNT': '2'}
+
+
+@pytest.mark.parametrize('environ, expected', [
+    ({}, dict(rank=0, world_size=1, local_rank=0, master_addr='127.0.0.1', master_port=29500, job_id=None,
+              restart_count=0)),
+    (SRUN_ENV, dict(rank=5, world_size=16, local_rank=5, master_addr='gpu07', master_port=23456, job_id='123456',
+                    restart_count=2)),
+    ({**SRUN_ENV, 'RANK': '1', 'WORLD_SIZE': '2', 'LOCAL_RANK': '0', 'MASTER_ADDR': '10.0.0.9', 'MASTER_PORT': '29999'},
+     dict(rank=1, world_size=2, local_rank=0, master_addr='10.0.0.9', master_port=29999, job_id='123456',
+          restart_count=2)),
+    ({**SRUN_ENV, 'MASTER_PORT': '31000'}, dict(rank=5, master_addr='gpu07', master_port=31000)),
+], ids=['nothing-set', 'srun', 'torchrun-wins', 'master-port-kept'])
+def test_rendezvous_takes_torchrun_variables_then_srun_ones_then_a_single_process(environ, expected):
+    derived = train.rendezvous(environ, host_of=lambda nodelist: train.expand_nodelist(nodelist)[0])
+    assert {key: derived[key] for key in expected} == expected
+
+
+# Checkpoint discovery, commit and clean-up ------------------------------------------------------
+
+def checkpoint_dir(run_dir, name, marker_step=None):
+    path = run_dir / name
+    path.mkdir()
+    (path / '__0_0.distcp').write_bytes(b'shard')
+    if marker_step is not None:
+        (path / train.MARKER).write_text(json.dumps({'step': marker_step, 'world_size': 1, 'time': 0, 'job_id': None}))
+    return path
+
+
+def test_discovery_lists_complete_checkpoints_newest_first_by_step_number(tmp_path):
+    checkpoint_dir(tmp_path, 'step_00000020', 20)
+    checkpoint_dir(tmp_path, 'step_00000100', 100)
+    checkpoint_dir(tmp_path, 'step_00000009', 9)
+    checkpoint_dir(tmp_path, 'step_00000200')                      # never finished: no marker
+    checkpoint_dir(tmp_path, 'step_00000300', 30)                  # marker names another step
+    (checkpoint_dir(tmp_path, 'step_00000400') / train.MARKER).write_text('{"step": 4')  # marker cut short
+    checkpoint_dir(tmp_path, '.tmp-step_00000500-77-abc123', 500)  # being written: hidden
+    checkpoint_dir(tmp_path, 'step_00000600-old', 600)             # not a checkpoint name
+    (tmp_path / 'step_00000700').write_text('a file')
+    found, skipped = train.discover_checkpoints(str(tmp_path))
+    assert found == [(100, str(tmp_path / 'step_00000100')), (20, str(tmp_path / 'step_00000020')),
+                     (9, str(tmp_path / 'step_00000009'))]
+    assert [name for name, _reason in skipped] == ['step_00000200', 'step_00000300', 'step_00000400']
+    assert skipped[0][1] == 'no llmforge-complete.json: incomplete'
+
+
+def test_the_newest_checkpoint_that_loads_wins_and_each_failure_is_reported():
+    messages, tried = [], []
+
+    def load(path):
+        tried.append(path)
+        if path != 'b':
+            raise ValueError(f'{path} is truncated')
+
+    assert train.first_loadable([(30, 'a'), (20, 'b'), (10, 'c')], load, messages.append)[:2] == (20, 'b')
+    assert tried == ['a', 'b']
+    assert messages == ['checkpoint skipped path=a reason=load failed: ValueError: a is truncated']
+    assert train.first_loadable([(30, 'a')], load, messages.append) is None
+
+
+def test_leftover_writes_are_removed_without_following_links(tmp_path):
+    run_dir, outside = tmp_path / 'run', tmp_path / 'outside'
+    run_dir.mkdir()
+    outside.mkdir()
+    (outside / 'precious').write_text('keep')
+    checkpoint_dir(run_dir, '.tmp-step_00000050-1-aaaaaa', 50)
+    checkpoint_dir(run_dir, '.tmp-step_00000060-2-bbbbbb')
+    checkpoint_dir(run_dir, 'step_00000040', 40)
+    checkpoint_dir(run_dir, 'nested')
+    checkpoint_dir(run_dir / 'nested', '.tmp-step_00000070-3-cccccc')
+    (run_dir / '.tmp-step_00000080-link').symlink_to(outside, target_is_directory=True)
+    assert train.remove_leftovers(str(run_dir)) == ['.tmp-step_00000050-1-aaaaaa', '.tmp-step_00000060-2-bbbbbb']
+    assert sorted(path.name for path in run_dir.iterdir()) == ['.tmp-step_00000080-link', 'nested', 'step_00000040']
+    assert (outside / 'precious').read_text() == 'keep'
+    assert (run_dir / 'nested' / '.tmp-step_00000070-3-cccccc').is_dir()
+
+
+def test_commit_renames_and_replaces_an_existing_checkpoint_of_the_same_step(tmp_path):
+    first = checkpoint_dir(tmp_path, '.tmp-step_00000010-a', 10)
+    train.commit_checkpoint(str(first), str(tmp_path / 'step_00000010'))
+    again = checkpoint_dir(tmp_path, '.tmp-step_00000010-b', 10)
+    (again / 'newer').write_text('')
+    train.commit_checkpoint(str(again), str(tmp_path / 'step_00000010'))
+    assert sorted(path.name for path in tmp_path.iterdir()) == ['step_00000010']
+    assert (tmp_path / 'step_00000010' / 'newer').exists()
+
+
+# Real runs on CPU (torch) -----------------------------------------------------------------------
+
+def clean_env(**extra):
+    """This environment without launcher variables, so a test run inside a Slurm job stays a local run."""
+    launch = {'RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'MASTER_ADDR', 'MASTER_PORT'}
+    env = {key: value for key, value in os.environ.items() if key not in launch and not key.startswith('SLURM_')}
+    env.update(OMP_NUM_THREADS='1', PYTHONUNBUFFERED='1', **extra)
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(('127.0.0.1', 0))
+        return probe.getsockname()[1]
+
+
+def start_ranks(world, run_dir, *args):
+    port = str(free_port())
+    return [subprocess.Popen([sys.executable, str(TRAINER), '--run-dir', str(run_dir), *args],
+                             env=clean_env(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
+                                           MASTER_ADDR='127.0.0.1', MASTER_PORT=port),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for rank in range(world)]
+
+
+def finish(processes):
+    """(exit codes, rank 0's stdout); every process is gone afterwards, even when one hangs."""
+    outputs = []
+    try:
+        for process in processes:
+            outputs.append(process.communicate(timeout=RUN_TIMEOUT))
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait()
+    codes = [process.returncode for process in processes]
+    if any(code not in (0, train.REQUEUE_EXIT) for code in codes):
+        pytest.fail(f'exit codes {codes}\n' + '\n'.join(out + err for out, err in outputs))
+    return codes, outputs[0][0]
+
+
+def run_ranks(world, run_dir, *args):
+    return finish(start_ranks(world, run_dir, *args))
+
+
+def summary_of(stdout: str) -> dict:
+    [line] = [line for line in stdout.splitlines() if line.startswith('summary ')]
+    return json.loads(line[len('summary '):])
+
+
+def marker_of(path) -> dict:
+    return json.loads((pathlib.Path(path) / train.MARKER).read_text())
+
+
+@pytest.fixture(scope='module')
+def fresh_run(tmp_path_factory):
+    """30 steps of the default model in one process, a checkpoint every 10."""
+    pytest.importorskip('torch')
+    run_dir = tmp_path_factory.mktemp('fresh') / 'run'
+    summary_path = run_dir.parent / 'summary.json'
+    codes, stdout = run_ranks(1, run_dir, '--steps', '30', '--ckpt-every-steps', '10', '--summary', str(summary_path))
+    return run_dir, codes, stdout, json.loads(summary_path.read_text())
+
+
+def test_a_single_process_learns_and_checkpoints(fresh_run):
+    run_dir, codes, stdout, summary = fresh_run
+    assert codes == [0]
+    assert stdout.splitlines()[0] == 'starting fresh'
+    assert re.search(r'^step=10 loss=\d+\.\d{4} tokens_per_s=[0-9.]+ step_time_s=[0-9.]+$', stdout, re.M)
+    assert re.search(rf'^checkpoint step=30 seconds=[0-9.]+ bytes=\d+ path={run_dir}/step_00000030$', stdout, re.M)
+    assert summary == summary_of(stdout)
+    assert summary['loss_last'] < 0.7 * summary['loss_first']
+    assert (summary['first_step'], summary['last_step'], summary['resumed_step'], summary['exit_reason']) == \
+        (1, 30, 0, 'target')
+    assert [checkpoint['step'] for checkpoint in summary['checkpoints']] == [10, 20, 30]
+    assert sorted(path.name for path in run_dir.iterdir()) == ['step_00000010', 'step_00000020', 'step_00000030']
+    assert marker_of(run_dir / 'step_00000030')['step'] == 30
+    assert summary['checkpoints'][-1]['bytes'] == sum(path.stat().st_size for path in (run_dir / 'step_00000030').iterdir())
+
+
+def test_damaged_and_unfinished_checkpoints_are_never_resumed_from(fresh_run, tmp_path):
+    run_dir = tmp_path / 'run'
+    shutil.copytree(fresh_run[0], run_dir)
+    shard = run_dir / 'step_00000030' / '__0_0.distcp'
+    shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])  # marker present, data cut short
+    shutil.copytree(run_dir / 'step_00000010', run_dir / 'step_00000040')
+    (run_dir / 'step_00000040' / train.MARKER).unlink()
+    shutil.copytree(run_dir / 'step_00000010', run_dir / '.tmp-step_00000050-1-abcdef')
+    codes, stdout = run_ranks(1, run_dir, '--steps', '32', '--ckpt-every-steps', '10')
+    assert codes == [0]
+    assert f'checkpoint skipped path={run_dir}/step_00000040 reason=no llmforge-complete.json: incomplete' in stdout
+    assert f'checkpoint skipped path={run_dir}/step_00000030 reason=load failed' in stdout
+    assert 'removed interrupted checkpoint write .tmp-step_00000050-1-abcdef' in stdout
+    summary = summary_of(stdout)
+    assert (summary['resumed_step'], summary['resumed_from'], summary['first_step']) == (20, f'{run_dir}/step_00000020', 21)
+    # Step 30 was reached again: the damaged checkpoint was replaced by a good one.
+    assert [checkpoint['step'] for checkpoint in summary['checkpoints']] == [30, 32]
+    assert shard.stat().st_size > 0 and marker_of(run_dir / 'step_00000030')['step'] == 30
+    assert not [path.name for path in run_dir.iterdir() if path.name.startswith('.')]
+
+
+@pytest.mark.parametrize('strategy', ['ddp', 'fsdp'])
+def test_two_ranks_checkpoint_shards_and_a_second_run_resumes(strategy, tmp_path):
+    pytest.importorskip('torch')
+    codes, stdout = run_ranks(2, tmp_path, *TINY, '--strategy', strategy, '--steps', '6', '--ckpt-every-steps', '4')
+    assert codes == [0, 0]
+    summary = summary_of(stdout)
+    assert (summary['world_size'], summary['strategy'], summary['last_step']) == (2, strategy, 6)
+    assert [checkpoint['step'] for checkpoint in summary['checkpoints']] == [4, 6]
+    assert {'__0_0.distcp', '__1_0.distcp', '.metadata'} <= {path.name for path in (tmp_path / 'step_00000006').iterdir()}
+    assert marker_of(tmp_path / 'step_00000006')['world_size'] == 2
+    codes, stdout = run_ranks(2, tmp_path, *TINY, '--strategy', strategy, '--steps', '9', '--ckpt-every-steps', '4')
+    assert codes == [0, 0]
+    summary = summary_of(stdout)
+    assert (summary['resumed_step'], summary['first_step'], summary['last_step']) == (6, 7, 9)
+    assert re.search(rf'^resumed step=6 from={tmp_path}/step_00000006 seconds=[0-9.]+$', stdout, re.M)
+    assert [checkpoint['step'] for checkpoint in summary['checkpoints']] == [8, 9]
+
+
+def test_a_signal_to_one_rank_stops_both_after_a_checkpoint_and_the_run_resumes(tmp_path):
+    pytest.importorskip('torch')
+    processes = start_ranks(2, tmp_path, *TINY, '--steps', '100000', '--ckpt-every-steps', '5')
+    deadline, seen = time.monotonic() + RUN_TIMEOUT, []
+    while time.monotonic() < deadline:
+        line = processes[0].stdout.readline()
+        seen.append(line)
+        if line.startswith('checkpoint step=5 ') or not line:
+            break
+    processes[1].send_signal(signal.SIGUSR1)
+    codes, stdout = finish(processes)
+    assert codes == [train.REQUEUE_EXIT] * 2, ''.join(seen)
+    [stopped] = re.findall(r'^signal: checkpointed at step (\d+), exiting for requeue$', stdout, re.M)
+    stopped = int(stopped)
+    summary = summary_of(stdout)
+    assert (summary['exit_reason'], summary['last_step'], summary['checkpoints'][-1]['step']) == ('signal', stopped, stopped)
+    assert marker_of(tmp_path / f'step_{stopped:08d}')['step'] == stopped
+    # The requeued job may come back with another number of ranks: checkpoints are resharded on load.
+    codes, stdout = run_ranks(1, tmp_path, *TINY, '--steps', str(stopped + 2))
+    summary = summary_of(stdout)
+    assert (codes, summary['first_step'], summary['last_step'], summary['exit_reason']) == ([0], stopped + 1, stopped + 2, 'target')
+
+
+# The sbatch script ------------------------------------------------------------------------------
+
+JOB_VARS = {
+    'ansible_managed': 'Ansible managed', 'training_env_job_nodes': 2, 'training_env_job_tasks_per_node': 8,
+    'training_env_job_gpus_per_node': 8, 'training_env_job_time_limit': '00:30:00',
+    'training_env_job_signal_seconds': 120, 'training_env_job_partition': 'gpu',
+    'training_env_job_run_root': '/shared/llmforge/runs', 'training_env_job_args': ['--steps', '200', '--ckpt-every-steps', '50'],
+    '__training_env_dir': '/opt/llmforge/train',
+}
+
+
+def render(**overrides) -> str:
+    jinja2 = pytest.importorskip('jinja2')
+    core = pytest.importorskip('ansible.plugins.filter.core')
+    # Ansible renders templates with trim_blocks on; its `quote` filter is the one the template uses.
+    environment = jinja2.Environment(trim_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+    environment.filters.update(core.FilterModule().filters())
+    return environment.from_string(TEMPLATE.read_text()).render(**{**JOB_VARS, **overrides})
+
+
+def executable(path, text):
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+@pytest.mark.parametrize('overrides', [{}, {'training_env_job_gpus_per_node': 0, 'training_env_job_tasks_per_node': 1,
+                                            'training_env_job_partition': ''}], ids=['gpu', 'cpu'])
+def test_the_rendered_script_passes_bash_and_shellcheck(overrides, tmp_path):
+    script = tmp_path / 'llmforge-train.sbatch'
+    script.write_text(render(**overrides))
+    subprocess.run(['bash', '-n', str(script)], check=True)
+    if not shutil.which('shellcheck'):
+        pytest.skip('shellcheck is not installed')
+    result = subprocess.run(['shellcheck', str(script)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout
+
+
+def test_directives_follow_the_variables():
+    gpu = render()
+    assert [line for line in gpu.splitlines() if line.startswith('#SBATCH')] == [
+        '#SBATCH --job-name=llmforge-train', '#SBATCH --nodes=2', '#SBATCH --ntasks-per-node=8',
+        '#SBATCH --gpus-per-node=8', '#SBATCH --partition=gpu', '#SBATCH --time=00:30:00',
+        '#SBATCH --signal=B:USR1@120', '#SBATCH --requeue', '#SBATCH --open-mode=append',
+        '#SBATCH --output=/shared/llmforge/runs/%x-%j.out']
+    assert 'OMP_NUM_THREADS' not in gpu
+    cpu = render(training_env_job_gpus_per_node=0, training_env_job_partition='')
+    assert '--gpus-per-node' not in cpu and '--partition' not in cpu
+    assert 'export OMP_NUM_THREADS="${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}"' in cpu
+
+
+@pytest.fixture
+def batch_job(tmp_path):
+    """Run the rendered script as Slurm would start the batch shell, with stand-ins for srun, scontrol and the trainer."""
+    bin_dir, env_dir, run_root = tmp_path / 'bin', tmp_path / 'env', tmp_path / 'runs'
+    for folder in (bin_dir, env_dir / 'bin', run_root):
+        folder.mkdir(parents=True)
+    script = tmp_path / 'llmforge-train.sbatch'
+    script.write_text(render(__training_env_dir=str(env_dir), training_env_job_run_root=str(run_root)))
+    # Like srun: log its arguments, drop its own options, become the task (so signals reach it directly).
+    executable(bin_dir / 'srun', textwrap.dedent(f'''\
+        #!/bin/bash
+        printf '%s\\n' "$@" > {tmp_path}/srun.args
+        while [ "${{1#--}}" != "$1" ]; do shift; done
+        exec "$@"
+        '''))
+    executable(bin_dir / 'scontrol', f'#!/bin/sh\necho "$@" >> {tmp_path}/scontrol.log\n')
+    env = clean_env(PATH=f'{bin_dir}:{os.environ["PATH"]}', SLURM_JOB_ID='42', SLURM_JOB_NAME='llmforge-train',
+                    SLURM_JOB_NODELIST='gpu[01-02]')
+
+    def start(trainer: str, *args, **extra_env):
+        executable(env_dir / 'bin' / 'llmforge-train', '#!/bin/bash\n' + textwrap.dedent(trainer))
+        return subprocess.Popen(['bash', str(script), *args], env={**env, **extra_env}, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+
+    def requeues():
+        log = tmp_path / 'scontrol.log'
+        return log.read_text().splitlines() if log.exists() else []
+
+    return start, requeues, tmp_path, run_root / 'llmforge-train-42'
+
+
+def test_the_trainer_gets_the_run_dir_the_summary_and_every_argument(batch_job):
+    start, requeues, tmp_path, run_dir = batch_job
+    job = start('printf "arg=%s\\n" "$@"\n', '--steps', '7', 'two words', LLMFORGE_CONTAINER='/bundles/train')
+    output = job.communicate(timeout=30)[0]
+    assert job.returncode == 0, output
+    assert re.findall('^arg=(.*)$', output, re.M) == [
+        '--run-dir', str(run_dir), '--summary', f'{run_dir}/summary-42-0.json', '--steps', '200',
+        '--ckpt-every-steps', '50', '--steps', '7', 'two words']
+    assert (tmp_path / 'srun.args').read_text().splitlines()[:2] == ['--kill-on-bad-exit=1', '--container=/bundles/train']
+    assert f'llmforge-train: job 42 restart 0 nodes gpu[01-02] run dir {run_dir} env {tmp_path}/env' in output
+    assert requeues() == []
+
+
+def test_a_failing_trainer_fails_the_job_without_a_requeue(batch_job):
+    start, requeues, _tmp_path, _run_dir = batch_job
+    job = start('exit 7\n')
+    output = job.communicate(timeout=30)[0]
+    assert (job.returncode, requeues()) == (7, []), output
+
+
+def test_usr1_reaches_the_trainer_and_its_requeue_exit_requeues_the_job(batch_job):
+    start, requeues, _tmp_path, _run_dir = batch_job
+    job = start('''\
+        trap 'echo "trainer: USR1"; exit 3' USR1
+        echo ready
+        while :; do sleep 0.05; done
+        ''', SLURM_RESTART_COUNT='1')
+    assert job.stdout.readline().startswith('llmforge-train: job 42 restart 1 ')
+    assert job.stdout.readline() == 'ready\n'
+    job.send_signal(signal.SIGUSR1)
+    output = job.communicate(timeout=30)[0]
+    assert job.returncode == 0, output
+    assert 'trainer: USR1' in output
+    assert 'requeueing job 42' in output
+    assert requeues() == ['requeue 42']
+
+
+def test_a_signal_summary_requeues_even_when_srun_reports_a_killed_task(batch_job):
+    start, requeues, _tmp_path, run_dir = batch_job
+    job = start('''\
+        echo '{"exit_reason": "signal"}' > "$4"
+        exit 137
+        ''')
+    output = job.communicate(timeout=30)[0]
+    assert (job.returncode, requeues()) == (0, ['requeue 42']), output
+    assert (run_dir / 'summary-42-0.json').exists()
