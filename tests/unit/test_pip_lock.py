@@ -13,7 +13,7 @@ from ansible_collections.llmforge.cluster.plugins.filter.training_env import tra
 from ansible_collections.llmforge.cluster.plugins.module_utils import _pip_lock as pip_lock
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-# The real lock of the Debian 12 cluster scenario: torch 2.13.0's CPU build and its nine dependencies.
+# The real lock of the Debian 12 cluster scenario: torch 2.13.0's CPU build, its nine dependencies and numpy.
 SCENARIO_LOCK = (ROOT / 'molecule' / 'resources' / 'files' / 'training-cp311.lock').read_text()
 A, B, C = 'a' * 64, 'b' * 64, 'c' * 64
 
@@ -21,7 +21,7 @@ A, B, C = 'a' * 64, 'b' * 64, 'c' * 64
 def test_the_scenario_lock_reads_as_ten_pinned_hashed_packages():
     requirements = pip_lock.parse(SCENARIO_LOCK)
     assert [item['name'] for item in requirements] == [
-        'filelock', 'fsspec', 'jinja2', 'markupsafe', 'mpmath', 'networkx', 'setuptools', 'sympy', 'torch',
+        'filelock', 'fsspec', 'jinja2', 'markupsafe', 'mpmath', 'networkx', 'numpy', 'setuptools', 'sympy', 'torch',
         'typing-extensions']
     torch = requirements[-2]
     assert torch['version'] == '2.13.0+cpu' and len(torch['hashes']) == 1 and len(torch['hashes'][0]) == 64
@@ -106,4 +106,4 @@ def test_bad_settings_name_their_variable(args, variable):
 def test_the_filter_turns_errors_into_filter_errors():
     with pytest.raises(AnsibleFilterError, match="training_env_requirements: line 1: 'torch>=2' is not pinned"):
         training_env_plan('torch>=2', 'train', '/envs')
-    assert training_env_plan(SCENARIO_LOCK, 'llmforge-train', '/shared/envs')['count'] == 10
+    assert training_env_plan(SCENARIO_LOCK, 'llmforge-train', '/shared/envs')['count'] == 11

@@ -283,9 +283,12 @@ def test_a_signal_to_one_rank_stops_both_after_a_checkpoint_and_the_run_resumes(
     assert (summary['exit_reason'], summary['last_step'], summary['checkpoints'][-1]['step']) == ('signal', stopped, stopped)
     assert marker_of(tmp_path / f'step_{stopped:08d}')['step'] == stopped
     # The requeued job may come back with another number of ranks: checkpoints are resharded on load.
-    codes, stdout = run_ranks(1, tmp_path, *TINY, '--steps', str(stopped + 2))
+    # Time-based checkpoints alone this time, due after every step (0.6 ms).
+    codes, stdout = run_ranks(1, tmp_path, *TINY, '--steps', str(stopped + 2), '--ckpt-every-steps', '0',
+                              '--ckpt-every-minutes', '0.00001')
     summary = summary_of(stdout)
     assert (codes, summary['first_step'], summary['last_step'], summary['exit_reason']) == ([0], stopped + 1, stopped + 2, 'target')
+    assert [checkpoint['step'] for checkpoint in summary['checkpoints']] == [stopped + 1, stopped + 2]
 
 
 # The sbatch script ------------------------------------------------------------------------------

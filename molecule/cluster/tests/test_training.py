@@ -132,8 +132,9 @@ def test_half_written_checkpoints_are_never_resumed_from(ctl, trained):
 @pytest.mark.skipif(not DRILLS, reason='LLMFORGE_TRAINING_DRILLS=0')
 def test_node_failure_requeues_the_job_and_it_resumes_from_its_last_checkpoint(ctl, trained):
     """gpu2 goes DOWN under the job; Slurm requeues it (same id), it waits for capacity and resumes."""
+    # About a minute of training on this machine, a checkpoint every tenth of it.
     step_time = max(trained['summary']['step_time_s'], 0.01)
-    target = max(200, int(90 / step_time) // 10 * 10)
+    target = max(60, int(60 / step_time) // 10 * 10)
     interval = target // 10
     job = submit(ctl, trainer_args=['--steps', str(target), '--ckpt-every-steps', str(interval), '--log-every', '1'])
     directory = run_dir(job)

@@ -3,27 +3,23 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """llmforge-train: the reference fault-tolerant training job (a small GPT on learnable synthetic tokens).
 
-Copy this file as the starting point of a real job: launch, resume, checkpoint and requeue are the parts
-that matter; the model and the data are deliberately tiny.
+Copy it to start a real job: launch, resume, checkpoint and requeue are what matters; model and data are tiny.
+Needs torch and numpy (torch.distributed's object collectives, which checkpointing uses, need numpy).
 
-Usage:
     srun llmforge-train --run-dir /shared/runs/job-42 --steps 200 --ckpt-every-steps 50   # one task per GPU
-    torchrun --nproc-per-node 2 llmforge_train.py --run-dir /tmp/run --steps 30          # RANK... from torchrun
-    python llmforge_train.py --run-dir /tmp/run --steps 30                                # one process
+    torchrun --nproc-per-node 2 llmforge_train.py --run-dir /tmp/run --steps 30          # or any RANK... env
+    python3 llmforge_train.py --run-dir /tmp/run --steps 30                               # one process
 
 Rank, world size and rendezvous come from RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT when set, else
 from srun's SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID, the first host of SLURM_JOB_NODELIST and port
 20000 + job id % 20000, else a single process. Under Slurm, always start it with srun.
 
-Checkpoint layout (torch.distributed.checkpoint, every rank writes its own shard files):
-    RUN_DIR/step_00000050/            committed checkpoint: the state after step 50
-        .metadata  __0_0.distcp  __1_0.distcp ...
+Checkpoints (torch.distributed.checkpoint: every rank writes its own shard files, resharded on load):
+    RUN_DIR/step_00000050/            committed: the state after step 50 (.metadata, __<rank>_0.distcp ...)
         llmforge-complete.json        {"step", "world_size", "time", "job_id"}, written last by rank 0
-    RUN_DIR/.tmp-step_00000100-<id>/  a checkpoint being written; renamed to step_00000100 when complete
-A checkpoint is written into the hidden directory, rank 0 adds the marker once every rank has finished,
-and the rename is the commit point. Resume takes the newest step_* that has the marker and loads; hidden
-directories, directories without the marker and checkpoints that fail to load are skipped.
-Checkpoints are resharded on load, so a run may resume with a different number of ranks.
+    RUN_DIR/.tmp-step_00000100-<id>/  being written; renamed to step_00000100 once every rank has finished
+The rename is the commit point. Resume takes the newest step_* that has the marker and loads; hidden
+directories, directories without the marker and checkpoints that fail to load are passed over.
 
 Exit codes: 0 target step reached; 3 (REQUEUE_EXIT) stopped by SIGUSR1/SIGTERM after a checkpoint, requeue
 the job to continue; anything else is an error.
@@ -34,6 +30,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import importlib.util
 import itertools
 import json
 import os
@@ -123,10 +120,6 @@ def rendezvous(environ, host_of=first_host) -> dict:
 
 # Checkpoint discovery ----------------------------------------------------------------------------
 
-def checkpoint_path(run_dir: str, step: int) -> str:
-    return os.path.join(run_dir, f'step_{step:08d}')
-
-
 def discover_checkpoints(run_dir: str) -> tuple[list[tuple[int, str]], list[tuple[str, str]]]:
     """Complete checkpoints as (step, path), newest first, and the (name, reason) of those passed over."""
     found, skipped = [], []
@@ -191,8 +184,7 @@ def fsync_path(path: str) -> None:
 def write_json_atomically(path: str, document: dict) -> None:
     temporary = f'{path}.tmp-{os.getpid()}'
     with open(temporary, 'w', encoding='utf-8') as handle:
-        json.dump(document, handle)
-        handle.write('\n')
+        handle.write(json.dumps(document) + '\n')
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temporary, path)
@@ -294,7 +286,7 @@ def wrap_model(model, strategy: str, device):
     if strategy == 'fsdp':
         from torch.distributed.fsdp import FullyShardedDataParallel
         # FSDP's state-dict code warns about its own internals at every checkpoint; users cannot act on it.
-        warnings.filterwarnings('ignore', message='.*(ShardedTensor|_get_pg_default_device|Multiple backends)')
+        warnings.filterwarnings('ignore', message='.*(ShardedTensor|_get_pg_default_device|Multiple backends|TypedStorage is deprecated)')
         return FullyShardedDataParallel(model, device_id=device, use_orig_params=True)
     return torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == 'cuda' else None)
 
@@ -316,7 +308,6 @@ class Trainer:
         self.precision = args.precision if args.precision != 'auto' else ('bf16' if use_cuda else 'fp32')
         self.stop_requested = False
         self.checkpoints = []
-        self.last_checkpoint_time = time.monotonic()
 
     def request_stop(self, _signum, _frame) -> None:
         self.stop_requested = True
@@ -356,7 +347,7 @@ class Trainer:
 
     def save(self, step: int) -> None:
         started = time.perf_counter()
-        final = checkpoint_path(self.args.run_dir, step)
+        final = os.path.join(self.args.run_dir, f'step_{step:08d}')
         tmp = os.path.join(self.args.run_dir, f'{TMP_PREFIX}{step:08d}-{self.token}')
         dcp.save(self.state(), storage_writer=dcp.FileSystemWriter(tmp))
         dist.barrier()  # every rank's shard files are written and synced
@@ -400,6 +391,7 @@ class Trainer:
                     else contextlib.nullcontext())
         tokens_per_step = a.batch_size * a.seq_len * self.world
         losses, step_times, step = [], [], first_step - 1
+        self.last_checkpoint_time = time.monotonic()
         for step in range(first_step, a.steps + 1):
             started = time.perf_counter()
             inputs, targets = synthetic_batch(successors, a.seed, step, self.rank, a.batch_size, a.seq_len)
@@ -452,7 +444,7 @@ class Trainer:
             if self.args.summary:
                 write_json_atomically(self.args.summary, summary)
             log('summary ' + json.dumps(summary))
-        dist.barrier()  # ranks leave together, so srun --kill-on-bad-exit finds nobody left to kill
+        dist.barrier()  # ranks leave together, leaving srun --kill-on-bad-exit as little as possible to kill
         dist.destroy_process_group()
         return REQUEUE_EXIT if exit_reason == 'signal' else 0
 
@@ -461,6 +453,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if torch is None:
         raise SystemExit('llmforge-train needs torch, which this Python cannot import')
+    if importlib.util.find_spec('numpy') is None:  # torch.distributed's object collectives (DCP uses them) need it
+        raise SystemExit('llmforge-train needs numpy next to torch: torch.distributed.checkpoint cannot work without it')
     if args.steps < 1:
         raise SystemExit('--steps must be at least 1')
     return Trainer(args, rendezvous(os.environ)).run()
