@@ -286,7 +286,7 @@ def wrap_model(model, strategy: str, device):
     if strategy == 'fsdp':
         from torch.distributed.fsdp import FullyShardedDataParallel
         # FSDP's state-dict code warns about its own internals at every checkpoint; users cannot act on it.
-        warnings.filterwarnings('ignore', message='.*(ShardedTensor|_get_pg_default_device|Multiple backends|TypedStorage is deprecated)')
+        warnings.filterwarnings('ignore', message='.*(ShardedTensor|_get_pg_default_device|Multiple backends)')
         return FullyShardedDataParallel(model, device_id=device, use_orig_params=True)
     return torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == 'cuda' else None)
 
@@ -455,6 +455,8 @@ def main(argv=None) -> int:
         raise SystemExit('llmforge-train needs torch, which this Python cannot import')
     if importlib.util.find_spec('numpy') is None:  # torch.distributed's object collectives (DCP uses them) need it
         raise SystemExit('llmforge-train needs numpy next to torch: torch.distributed.checkpoint cannot work without it')
+    # Debian's torch 2.6 checkpoint writer calls a deprecated storage API at every save; nothing a user can act on.
+    warnings.filterwarnings('ignore', message='TypedStorage is deprecated')
     if args.steps < 1:
         raise SystemExit('--steps must be at least 1')
     return Trainer(args, rendezvous(os.environ)).run()
