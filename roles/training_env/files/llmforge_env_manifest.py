@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import json
+import os
 import platform
 import re
 import subprocess
@@ -55,13 +56,42 @@ def torch_facts() -> dict:
     return facts
 
 
+def _canonical(name: str) -> str:
+    return re.sub(r'[-_.]+', '-', name).lower()
+
+
+def packages() -> list[str]:
+    """name==version of what the environment installed itself, and of everything torch and those need.
+
+    Packages of the OS that a system-site-packages environment sees but does not use are left out: whatever a later
+    role installs on the node must not change the manifest.
+    """
+    dists = {}
+    for dist in importlib.metadata.distributions():
+        if dist.metadata['Name']:
+            dists.setdefault(_canonical(dist.metadata['Name']), dist)
+    prefix = os.path.realpath(sys.prefix) + os.sep
+    wanted = {name for name, dist in dists.items()
+              if os.path.realpath(str(dist.locate_file(''))).startswith(prefix)}
+    queue = sorted(wanted | ({'torch'} & set(dists)))
+    wanted.update(queue)
+    while queue:
+        for requirement in dists[queue.pop()].requires or []:
+            if re.search(r'\bextra\s*==', requirement):  # optional extras are not part of the environment
+                continue
+            found = re.match(r'\s*([A-Za-z0-9][A-Za-z0-9._-]*)', requirement)
+            name = _canonical(found.group(1)) if found else ''
+            if name in dists and name not in wanted:
+                wanted.add(name)
+                queue.append(name)
+    return sorted((f"{dists[name].metadata['Name']}=={dists[name].version}" for name in wanted), key=str.lower)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--name', required=True, help='the environment name')
     parser.add_argument('--digest', required=True, help='the sha256 of its lock')
     args = parser.parse_args()
-    packages = sorted({f"{dist.metadata['Name']}=={dist.version}" for dist in importlib.metadata.distributions()
-                       if dist.metadata['Name']}, key=str.lower)
     manifest = {
         'environment': args.name,
         'lock_sha256': args.digest,
@@ -70,7 +100,7 @@ def main() -> int:
         'machine': platform.machine(),
         **torch_facts(),
         'driver': driver_version(),
-        'packages': packages,
+        'packages': packages(),
     }
     json.dump(manifest, sys.stdout, indent=None, sort_keys=True)
     sys.stdout.write('\n')
