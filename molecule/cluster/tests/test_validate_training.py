@@ -78,9 +78,10 @@ def test_junit_and_metrics_carry_the_training_validator(trained, hosts):
 
 
 def test_runs_ask_slurm_for_no_gpu_and_leave_no_run_directory(trained, hosts, ctl):
-    jobs = ctl.check_output(f"sacct -X -n -P -S {trained['started']} --name=llmforge-train-validate -o NodeList,AllocTRES,State")
+    jobs = ctl.check_output(f"sacct -X -n -P -S {trained['started']} --name=llmforge-train-validate -o NodeList,ReqTRES,State")
     lines = [line.split('|') for line in jobs.splitlines() if line]
     assert len(lines) == len(NODES) + 1, jobs  # each node alone, then both
+    # Requested, not allocated: --exclusive gives a job the whole node, its GPUs included.
     assert all(state == 'COMPLETED' and 'gres/gpu' not in tres for _nodes, tres, state in lines), jobs
     assert not ctl.run(f'ls -d {RUNS}/llmforge-validate-* 2>/dev/null').stdout.strip()
     for name in NODES:
