@@ -63,9 +63,9 @@ def test_two_node_job_runs_inside_the_container(ctl):
 
 def test_container_sees_the_allocated_gpus_and_host_network(ctl):
     result = srun_as(ctl, 'root', f'srun -N1 --gres=gpu:2 --container={BUNDLE} sh -c '
-                                  '"ls /dev/nvidia0 /dev/nvidia1 && printenv CUDA_VISIBLE_DEVICES && ip -o link | grep -c eth"')
+                                  '"ls /dev/nvidia0 /dev/nvidia1 && echo CUDA_VISIBLE_DEVICES=\\$CUDA_VISIBLE_DEVICES && ip -o link | grep -c eth"')
     assert result.rc == 0, result.stdout + result.stderr
-    assert '0,1' in result.stdout
+    assert 'CUDA_VISIBLE_DEVICES=0,1' in result.stdout, result.stdout
 
 
 @UNPRIVILEGED_JOBS

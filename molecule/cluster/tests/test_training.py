@@ -176,7 +176,8 @@ def test_time_limit_signal_checkpoints_requeues_and_resumes(ctl):
         summary = read_json(ctl, f'{directory}/summary-{job}-0.json')
         assert summary['exit_reason'] == 'signal' and summary['last_step'] > 0, summary
         assert checkpoints(ctl, directory) == [summary['last_step']]
-        resumed = wait_for(lambda: f"resumed step={summary['last_step']} " in log_of(ctl, job), timeout=180, interval=2)
+        # Slurm holds a requeued job back for two minutes (Reason=BeginTime) before it starts again.
+        resumed = wait_for(lambda: f"resumed step={summary['last_step']} " in log_of(ctl, job), timeout=420, interval=3)
         assert resumed, log_of(ctl, job)[-3000:]
         assert job_fields(ctl, job).get('Restarts') == '1'
     finally:
