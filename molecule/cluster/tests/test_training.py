@@ -148,7 +148,11 @@ def test_node_failure_requeues_the_job_and_it_resumes_from_its_last_checkpoint(c
         waiting = wait_for(lambda: job_fields(ctl, job).get('JobState') in ('PENDING', 'REQUEUED'), timeout=120)
         assert waiting, job_fields(ctl, job)
     finally:
-        ctl.check_output(f'scontrol update NodeName={SECOND} State=RESUME')
+        # ReturnToService=2: a node set DOWN whose slurmd still answers comes back by itself at its next
+        # registration, and scontrol then refuses to resume it (it is no longer down): either way it returns.
+        ctl.run(f'scontrol update NodeName={SECOND} State=RESUME')
+    assert wait_for(lambda: ctl.check_output(f'sinfo -h -N -n {SECOND} -o %T').strip() in ('idle', 'mixed', 'allocated'),
+                    timeout=120), ctl.check_output(f'sinfo -h -N -n {SECOND} -o %T')
     assert wait_finished(ctl, job, timeout=900) == 'COMPLETED', log_of(ctl, job)[-3000:]
     summary = read_json(ctl, f'{directory}/summary-{job}-1.json')
     assert summary['restart_count'] == 1 and summary['job_id'] == job and summary['nodes'] == sorted(NODES)
