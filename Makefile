@@ -67,22 +67,10 @@ browser: venv
 	bash scripts/ensure-chromium.sh
 	pytest -q tests/browser
 
-# The cluster scenarios run the installed tarball, not the checkout: molecule would put the exported checkout path
-# first, so they run without it. The role scenarios keep it (molecule's prerun installs the checkout through it).
-# Debian 12's cluster runs beside the single-role scenarios (they wait on package downloads and services more than
-# on the CPU); its log is printed when it ends. Every scenario runs; the target fails if any failed.
+# Every scenario runs (see the script for which run beside which); the target fails if any failed and ends with a
+# table of results.
 molecule: venv image image-debian12 wheelhouse build
-	rc=0; bg=; \
-	for s in $(filter cluster,$(SCENARIOS)); do env -u ANSIBLE_COLLECTIONS_PATH molecule test --scenario-name $$s || rc=1; done; \
-	if [ -n "$(filter cluster_debian12,$(SCENARIOS))" ]; then \
-	    env -u ANSIBLE_COLLECTIONS_PATH molecule test --scenario-name cluster_debian12 >build/molecule-cluster_debian12.log 2>&1 & bg=$$!; \
-	fi; \
-	for s in $(filter-out cluster%,$(SCENARIOS)); do molecule test --scenario-name $$s || rc=1; done; \
-	if [ -n "$$bg" ]; then \
-	    wait $$bg || rc=1; echo "== molecule test --scenario-name cluster_debian12 (ran beside the others; its last 400 lines)"; \
-	    tail -n 400 build/molecule-cluster_debian12.log; \
-	fi; \
-	[ $$rc -eq 0 ] || echo "make molecule: a scenario failed (see above)"; exit $$rc
+	bash scripts/molecule-all.sh $(SCENARIOS)
 
 test: unit lint sanity build browser molecule
 
