@@ -10,6 +10,18 @@ mkdir -p "$dest"
 (cd "$root" && git ls-files -z --cached --others --exclude-standard | grep -zv '^collections/' \
     | xargs -0 cp --parents -t "$dest")
 cd "$dest"
+# The collection's own docs and metadata, on the same copy: every plugin's docs and markup (each filter has its
+# plugins/filter/<name>.yml), the changelog fragments and changelog.yaml, and the execution environment metadata,
+# from which ansible-builder must read the plugins' Python requirement and the system packages.
+antsibull-docs lint-collection-docs --plugin-docs .
+antsibull-changelog lint
+antsibull-changelog lint-changelog-yaml changelogs/changelog.yaml
+ee_deps="$(ansible-builder introspect --sanitize "$work")"
+if ! grep -q "^- 'netaddr==" <<<"$ee_deps" || ! grep -q "^- 'openssh-client " <<<"$ee_deps"; then
+    echo "$ee_deps" >&2
+    echo "sanity: ansible-builder does not read netaddr and openssh-client from meta/execution-environment.yml" >&2
+    exit 1
+fi
 # ansible-test builds a virtualenv per test and bootstraps pip into it with a script it downloads
 # from a host this machine may not reach; give it our stand-in for every pip version it may ask for.
 pip_version="$(python3 - <<'PY'

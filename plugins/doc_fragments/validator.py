@@ -5,7 +5,7 @@ from __future__ import annotations
 
 
 class ModuleDocFragment:
-    """What every read-only validator module (gpu_topology, rdma_links) shares."""
+    """What every read-only module of the collection (gpu_topology, rdma_links, nccl_tests, scratch_devices) shares."""
 
     DOCUMENTATION = r"""
 options:

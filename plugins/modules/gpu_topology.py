@@ -55,8 +55,10 @@ notes:
   - An idle GPU lowers its PCIe link generation to save power; a current generation below the expectation
     on an idle GPU whose maximum meets it is a C(warn), not a C(fail).
   - Row remap pending is a C(warn) (reset the GPU when idle); a row remap failure is a C(fail).
+requirements:
+  - C(nvidia-smi) from the NVIDIA driver on the managed node, found through O(nvidia_smi_path)
 author:
-  - llmforge.cluster contributors !UNKNOWN
+  - llmforge.cluster maintainers (@llmforge)
 """
 
 EXAMPLES = r"""

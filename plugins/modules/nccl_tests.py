@@ -55,8 +55,11 @@ notes:
     C(Test failure) line fails the C(exit) check; a run that printed no result rows fails the task quoting the
     first error line.
   - Keep the sizes up to at least O(plateau_min_bytes), such as C(-e 16G), so the plateau is reached.
+requirements:
+  - With O(command), the nccl-tests binaries (such as C(all_reduce_perf)) and their launcher (such as C(srun) or
+    C(mpirun)) on the managed node; with O(output_file), only the saved output
 author:
-  - llmforge.cluster contributors !UNKNOWN
+  - llmforge.cluster maintainers (@llmforge)
 """
 
 EXAMPLES = r"""

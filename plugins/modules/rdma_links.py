@@ -27,7 +27,7 @@ options:
     description:
       - What the ports must show. An unknown key is an error.
       - C(hca_count) (int, ports counted after the C(devices) filter), C(devices) (regular expression searched
-        in the device name, for example C(^mlx5_(?!bond))), C(link_layer) (C(InfiniBand) or C(Ethernet)),
+        in the device name, for example V(^mlx5_(?!bond\))), C(link_layer) (C(InfiniBand) or C(Ethernet)),
         C(rate_gbps) (minimum rate, judged only on ACTIVE ports), C(state) (default C(ACTIVE)),
         C(phys_state) (default C(LinkUp)), C(mtu) (minimum MTU of the port's netdev), C(max_counters)
         (counter name to the largest allowed value, laid over the defaults below), C(require_netdev) (bool,
@@ -44,8 +44,12 @@ notes:
   - Error counters saturate at their bit width (16, 8 or 4 bits); a saturated value is reported as "at least"
     that many.
   - With no C(class/infiniband) directory at all the module returns one failing C(hca_count) check.
+requirements:
+  - The kernel's RDMA stack on the managed node (the HCA driver, such as C(mlx5_ib), loaded), which shows the HCAs
+    under C(<sysfs_root>/class/infiniband) and their netdevs under C(<sysfs_root>/class/net); only sysfs is read,
+    no tool such as C(ibstat) is needed
 author:
-  - llmforge.cluster contributors !UNKNOWN
+  - llmforge.cluster maintainers (@llmforge)
 """
 
 EXAMPLES = r"""

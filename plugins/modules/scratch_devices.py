@@ -77,8 +77,10 @@ options:
     default: 30
 extends_documentation_fragment:
   - llmforge.cluster.validator
+requirements:
+  - C(lsblk) from util-linux 2.37 or later (the C(MOUNTPOINTS) column) on the managed node, found through O(lsblk_path)
 author:
-  - llmforge.cluster contributors !UNKNOWN
+  - llmforge.cluster maintainers (@llmforge)
 """
 
 EXAMPLES = r"""
