@@ -341,4 +341,3 @@ def main(argv: t.Optional[t.Sequence[str]] = None) -> int:
     finally:
         log.close()
         lock.close()
-

@@ -249,21 +249,21 @@ def render_metrics(nodes: t.Sequence[SlurmNode], jobs: t.Sequence[SlurmJob], clu
 
     families = _status_families(1, cluster, timestamp) + [
         Family('llmforge_slurm_node_state', 'gauge',
-                'Slurm base state of a node in a partition (idle, mixed, allocated, draining, drained, down, ...); always 1.',
-                state_samples),
+               'Slurm base state of a node in a partition (idle, mixed, allocated, draining, drained, down, ...); always 1.',
+               state_samples),
         Family('llmforge_slurm_node_reason_info', 'gauge',
-                'Reason Slurm records for a node (set when it is drained, down or failed, kept until cleared); always 1.',
-                [(dict(base, node=node, reason=reason), 1) for node, reason in sorted(reasons.items())]),
+               'Reason Slurm records for a node (set when it is drained, down or failed, kept until cleared); always 1.',
+               [(dict(base, node=node, reason=reason), 1) for node, reason in sorted(reasons.items())]),
         Family('llmforge_slurm_partition_cpus', 'gauge', 'CPUs of the nodes in a partition by state (alloc, idle, other, total).',
-                [(dict(base, partition=partition, state=state), count)
-                 for partition, counts in sorted(cpus.items()) for state, count in counts.items()]),
+               [(dict(base, partition=partition, state=state), count)
+                for partition, counts in sorted(cpus.items()) for state, count in counts.items()]),
         Family('llmforge_slurm_partition_gpus', 'gauge', 'GPUs of the nodes in a partition: allocated to jobs (alloc) and configured (total).',
-                [(dict(base, partition=partition, state=state), count)
-                 for partition, counts in sorted(gpus.items()) for state, count in counts.items()]),
+               [(dict(base, partition=partition, state=state), count)
+                for partition, counts in sorted(gpus.items()) for state, count in counts.items()]),
         Family('llmforge_slurm_jobs', 'gauge', 'Jobs and array tasks by partition and job state.',
-                [(dict(base, partition=partition, state=state), count) for (partition, state), count in sorted(job_counts.items())]),
+               [(dict(base, partition=partition, state=state), count) for (partition, state), count in sorted(job_counts.items())]),
         Family('llmforge_slurm_job_gpus', 'gauge', 'GPUs requested by the jobs and array tasks of a partition, by job state.',
-                [(dict(base, partition=partition, state=state), count) for (partition, state), count in sorted(job_gpus.items())]),
+               [(dict(base, partition=partition, state=state), count) for (partition, state), count in sorted(job_gpus.items())]),
     ]
     return prometheus.render(families)
 
@@ -332,13 +332,13 @@ def main(argv: t.Optional[t.Sequence[str]] = None) -> int:
     try:
         text = collect(args.cluster, args.timeout)
     except (CollectError, SlurmMetricsError) as error:
-        print(f'{PROGRAM}: {error}', file=sys.stderr)
+        sys.stderr.write(f'{PROGRAM}: {error}\n')
         text, status = render_failure(cluster=args.cluster), 1
     if args.output:
         try:
             prometheus.write_textfile(args.output, text)
         except OSError as error:
-            print(f'{PROGRAM}: cannot write {args.output}: {error}', file=sys.stderr)
+            sys.stderr.write(f'{PROGRAM}: cannot write {args.output}: {error}\n')
             return 1
     else:
         sys.stdout.write(text)
