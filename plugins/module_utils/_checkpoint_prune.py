@@ -2,9 +2,9 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Prune training checkpoint directories beyond a retention policy: keep the newest N and every Mth step.
 
-Standard library only, no Ansible or collection import: the lustre_client role installs this file as
-``/usr/local/lib/llmforge/llmforge_checkpoint_prune.py`` and runs it through the ``llmforge-checkpoint-prune``
-wrapper from a systemd timer. The policy (``plan``) is a pure function; ``main`` adds the file system.
+Standard library only, no Ansible import: the program ``llmforge-checkpoint-prune`` itself, which the
+lustre_client role installs with the collection's node programs (see the node_programs role) and runs from a
+systemd timer. The policy (``plan``) is a pure function; ``main`` adds the file system.
 
 Policy, per root directory (each root holds the checkpoints of one run, e.g. ``/lustre/ckpt/run42``):
 
@@ -341,7 +341,3 @@ def main(argv: t.Optional[t.Sequence[str]] = None) -> int:
     finally:
         log.close()
         lock.close()
-
-
-if __name__ == '__main__':
-    raise SystemExit(main())

@@ -10,10 +10,10 @@ Nothing here changes GPU state: it reads two command outputs and compares.
 from __future__ import annotations
 
 import re
-import subprocess
 import typing as t
 import xml.etree.ElementTree as ET
 
+from ansible_collections.llmforge.cluster.plugins.module_utils import _proc as proc
 from ansible_collections.llmforge.cluster.plugins.module_utils._checks import (
     FAIL, PASS, SKIP, WARN, check as _check, failure_summary as _failure_summary, healthy, per_subject, skip as _skip)
 
@@ -449,17 +449,17 @@ def run_command(argv: list[str], timeout: float) -> str:
     """stdout of argv; a missing program, a timeout or a non-zero exit raise GpuTopologyError naming argv."""
     command = ' '.join(argv)
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    except FileNotFoundError:
-        raise GpuTopologyError(f'{argv[0]} not found: is the NVIDIA driver installed?') from None
-    except PermissionError:
-        raise GpuTopologyError(f'{argv[0]} is not executable') from None
-    except subprocess.TimeoutExpired:
-        raise CommandTimeout(f"'{command}' did not finish within {timeout} s (a hung GPU or driver?)") from None
-    if proc.returncode != 0:
-        detail = (proc.stdout.strip() or proc.stderr.strip()).splitlines()
-        raise GpuTopologyError(f"'{command}' exited with {proc.returncode}: {detail[0] if detail else 'no output'}")
-    return proc.stdout
+        done = proc.run(argv, timeout)
+    except proc.CommandError as err:
+        if err.reason == proc.TIMEOUT:
+            raise CommandTimeout(f"'{command}' did not finish within {timeout} s (a hung GPU or driver?)") from None
+        if err.reason == proc.MISSING:
+            raise GpuTopologyError(f'{argv[0]} not found: is the NVIDIA driver installed?') from None
+        raise GpuTopologyError(str(err)) from None
+    if done.rc != 0:
+        detail = (done.stdout.strip() or done.stderr.strip()).splitlines()
+        raise GpuTopologyError(f"'{command}' exited with {done.rc}: {detail[0] if detail else 'no output'}")
+    return done.stdout
 
 
 def gather(nvidia_smi: str, timeout: float) -> tuple[dict[str, t.Any], dict[str, t.Any]]:

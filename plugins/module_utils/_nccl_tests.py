@@ -11,12 +11,10 @@ size, so bandwidth is judged at the plateau: the best out-of-place busbw over th
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import subprocess
 import typing as t
 
+from ansible_collections.llmforge.cluster.plugins.module_utils import _proc as proc
 from ansible_collections.llmforge.cluster.plugins.module_utils._checks import (
     FAIL, PASS, check as _check, failure_summary as _failure_summary, healthy, skip as _skip)
 
@@ -233,24 +231,14 @@ def run_command(argv: t.Sequence[str], timeout: float) -> tuple[int, str, str]:
 
     The command runs in its own process group so that a timeout also ends what it started (srun, mpirun ranks).
     """
-    command = ' '.join(argv)
     try:
-        with subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              start_new_session=True) as proc:
-            try:
-                stdout, stderr = proc.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                proc.communicate()
-                raise NcclTestsError(f"'{command}' did not finish within {timeout} s (timeout); a hung rank or fabric?") from None
-    except FileNotFoundError:
-        raise NcclTestsError(f'{argv[0]} not found: is nccl-tests installed and in PATH?') from None
-    except PermissionError:
-        raise NcclTestsError(f'{argv[0]} is not executable') from None
-    return proc.returncode, stdout, stderr
+        return proc.run(argv, timeout, own_session=True)
+    except proc.CommandError as err:
+        if err.reason == proc.TIMEOUT:
+            raise NcclTestsError(f"'{err.command}' did not finish within {timeout} s (timeout); a hung rank or fabric?") from None
+        if err.reason == proc.MISSING:
+            raise NcclTestsError(f'{argv[0]} not found: is nccl-tests installed and in PATH?') from None
+        raise NcclTestsError(str(err)) from None
 
 
 def run_and_judge(argv: t.Sequence[str], timeout: float, min_busbw_gbps: t.Optional[float] = None,

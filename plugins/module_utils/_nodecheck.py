@@ -21,19 +21,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import threading
 import time
 import typing as t
 
+from ansible_collections.llmforge.cluster.plugins.module_utils import _files as files
 from ansible_collections.llmforge.cluster.plugins.module_utils import _gpu_topology as gpu
+from ansible_collections.llmforge.cluster.plugins.module_utils import _proc as proc
+from ansible_collections.llmforge.cluster.plugins.module_utils import _prometheus as prometheus
 from ansible_collections.llmforge.cluster.plugins.module_utils import _rdma_links as rdma
-from ansible_collections.llmforge.cluster.plugins.module_utils import _report as report
 from ansible_collections.llmforge.cluster.plugins.module_utils import _slurm_drain as drain
 from ansible_collections.llmforge.cluster.plugins.module_utils._checks import FAIL, check, healthy
 
 DEFAULT_CONFIG = '/etc/llmforge/nodecheck.json'
+# The label of its metrics among the validators' (llmforge_validator_*{validator="nodecheck"}).
+VALIDATOR = 'nodecheck'
 VALIDATORS = ('gpu_topology', 'rdma_links')
 CONFIG_KEYS = {'node_name', 'validators', 'timeout', 'drain', 'requeue', 'scontrol', 'squeue', 'textfile_dir', 'state_file'}
 
@@ -162,17 +165,18 @@ def run_validators(config: dict[str, t.Any]) -> list[dict[str, t.Any]]:
 
 def _scontrol(argv: list[str], timeout: float) -> str:
     command = ' '.join(argv)
-    task = Task(lambda: subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False))
+    # The thread's deadline also bounds a command that outlives its own timeout (a process stuck in the kernel).
+    task = Task(lambda: proc.run(argv, timeout))
     try:
-        proc = task.result(time.monotonic() + timeout + 1.0)
-    except FileNotFoundError:
-        raise SlurmError(f'{argv[0]} not found') from None
-    except (TimeoutError, subprocess.TimeoutExpired):
+        done = task.result(time.monotonic() + timeout + 1.0)
+    except TimeoutError:
         raise SlurmError(f"'{command}' did not finish within {timeout:g} s") from None
-    if proc.returncode != 0:
-        detail = (proc.stderr.strip() or proc.stdout.strip() or 'no output').splitlines()[0]
-        raise SlurmError(f"'{command}' exited with {proc.returncode}: {detail}")
-    return proc.stdout
+    except proc.CommandError as err:
+        raise SlurmError(str(err)) from None
+    if done.rc != 0:
+        detail = (done.stderr.strip() or done.stdout.strip() or 'no output').splitlines()[0]
+        raise SlurmError(f"'{command}' exited with {done.rc}: {detail}")
+    return done.stdout
 
 
 def requeue_jobs(config: dict[str, t.Any], node_name: str) -> dict[str, list[str]]:
@@ -212,28 +216,10 @@ def slurm_act(config: dict[str, t.Any], checks: list[dict[str, t.Any]], node_nam
     return decision
 
 
-def _label(value: t.Any) -> str:
-    return str(value).replace('\\', '\\\\').replace('"', '\\"').replace('\n', ' ')
-
-
 def metrics_text(result: dict[str, t.Any]) -> str:
-    lines = [
-        '# HELP llmforge_nodecheck_healthy 1 when every check of the node health check passed at its last run.',
-        '# TYPE llmforge_nodecheck_healthy gauge',
-        f"llmforge_nodecheck_healthy {1 if result['healthy'] else 0}",
-        '# HELP llmforge_nodecheck_duration_seconds How long the last node health check took.',
-        '# TYPE llmforge_nodecheck_duration_seconds gauge',
-        f"llmforge_nodecheck_duration_seconds {result['duration_seconds']:.3f}",
-        '# HELP llmforge_nodecheck_last_run_timestamp_seconds When the node health check last ran.',
-        '# TYPE llmforge_nodecheck_last_run_timestamp_seconds gauge',
-        f"llmforge_nodecheck_last_run_timestamp_seconds {result['finished_at']:.0f}",
-        '# HELP llmforge_nodecheck_check_failed 1 for each check that failed at the last run.',
-        '# TYPE llmforge_nodecheck_check_failed gauge',
-    ]
-    for item in result['checks']:
-        if item['status'] == FAIL:
-            lines.append(f'llmforge_nodecheck_check_failed{{check="{_label(item["name"])}",subject="{_label(item["subject"])}"}} 1')
-    return '\n'.join(lines) + '\n'
+    """The run as validator metrics: llmforge_validator_*{validator="nodecheck"}, as validate.yml writes its own."""
+    return prometheus.render(prometheus.validator_families(VALIDATOR, result['checks'], result['healthy'],
+                                                           result['duration_seconds'], result['finished_at']))
 
 
 def run(config: dict[str, t.Any], node_name: str, use_slurm: bool, dry_run: bool) -> dict[str, t.Any]:
@@ -299,7 +285,7 @@ def main(argv: t.Optional[list[str]] = None) -> int:
         outputs.append((config['state_file'], json.dumps(result, indent=1, sort_keys=True) + '\n'))
     for path, text in outputs:
         try:
-            report.write_atomic(path, text)
+            files.write_atomic(path, text)
         except OSError as err:
             sys.stderr.write(f'llmforge-nodecheck: cannot write {path}: {err}\n')
     sys.stdout.write((json.dumps(result, indent=1, sort_keys=True) if args.json else summary(result)) + '\n')

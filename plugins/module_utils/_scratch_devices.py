@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import typing as t
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import _checks as ck
+from ansible_collections.llmforge.cluster.plugins.module_utils import _proc as proc
 
 # The columns the module asks lsblk for (util-linux 2.37 or later: MOUNTPOINTS lists every mount).
 COLUMNS = ('NAME', 'KNAME', 'PATH', 'TYPE', 'SIZE', 'MODEL', 'SERIAL', 'TRAN', 'RM', 'RO', 'FSTYPE', 'PTTYPE',
@@ -431,17 +431,17 @@ def failure_summary(checks: t.Iterable[t.Mapping[str, t.Any]]) -> str:
 def run_lsblk(lsblk: str, timeout: float) -> str:
     argv = [lsblk, '--json', '--bytes', '--output', ','.join(COLUMNS)]
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    except FileNotFoundError:
-        raise ScratchDevicesError(f'{lsblk} not found: install util-linux') from None
-    except PermissionError:
-        raise ScratchDevicesError(f'{lsblk} is not executable') from None
-    except subprocess.TimeoutExpired:
-        raise ScratchDevicesError(f"'{' '.join(argv)}' did not finish within {timeout} s") from None
-    if proc.returncode != 0:
-        detail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
-        raise ScratchDevicesError(f"'{' '.join(argv)}' exited with {proc.returncode}: {detail[0] if detail else ''}")
-    return proc.stdout
+        done = proc.run(argv, timeout)
+    except proc.CommandError as err:
+        if err.reason == proc.TIMEOUT:
+            raise ScratchDevicesError(f"'{' '.join(argv)}' did not finish within {timeout} s") from None
+        if err.reason == proc.MISSING:
+            raise ScratchDevicesError(f'{lsblk} not found: install util-linux') from None
+        raise ScratchDevicesError(str(err)) from None
+    if done.rc != 0:
+        detail = (done.stderr.strip() or done.stdout.strip()).splitlines()
+        raise ScratchDevicesError(f"'{' '.join(argv)}' exited with {done.rc}: {detail[0] if detail else ''}")
+    return done.stdout
 
 
 def read_text(path: str) -> str:

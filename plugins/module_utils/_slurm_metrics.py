@@ -2,10 +2,14 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Read Slurm's node and queue state from ``sinfo`` and ``squeue`` and write it as Prometheus text.
 
-Pure Python with no Ansible import: the monitoring role installs this file on the Slurm controllers as
-``/usr/local/lib/llmforge/llmforge_slurm_metrics.py``, where ``llmforge-slurm-metrics`` (the role's
-collector program, run by a systemd timer) imports it. Output that cannot be read raises
-``SlurmMetricsError`` (a ``ValueError``) naming the command, the line number and the line.
+Pure Python with no Ansible import, and the program ``llmforge-slurm-metrics`` itself (``main``): the monitoring
+role installs it on the Slurm controllers with the collection's node programs (see the node_programs role),
+run by a systemd timer. Output that cannot be read raises ``SlurmMetricsError`` (a ``ValueError``) naming the
+command, the line number and the line.
+
+The program runs sinfo and squeue (each bounded by ``--timeout``) and prints the metrics, or with ``--output``
+replaces that file in one rename. When Slurm cannot be read it still writes ``llmforge_slurm_up 0``, says why on
+stderr and exits 1; usage errors exit 2.
 
 The collector runs exactly these two commands (``SINFO_COMMAND`` and ``SQUEUE_COMMAND``)::
 
@@ -29,11 +33,16 @@ by the backfill scheduler. ``squeue`` lines look like ``PENDING|gpu|2|2|gres/gpu
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
-import tempfile
+import sys
 import time
 import typing as t
+
+from ansible_collections.llmforge.cluster.plugins.module_utils import _proc as proc
+from ansible_collections.llmforge.cluster.plugins.module_utils import _prometheus as prometheus
+from ansible_collections.llmforge.cluster.plugins.module_utils._prometheus import Family
 
 SINFO_FORMAT = 'NodeList:|,StateLong:|,PartitionName:|,CPUsState:|,Gres:|,GresUsed:|,Reason:'
 SQUEUE_FORMAT = 'State:|,Partition:|,NumNodes:|,NumTasks:|,tres-per-node:|,tres-per-job:|,tres-per-task:'
@@ -87,13 +96,6 @@ class SlurmJob(t.NamedTuple):
     nodes: int
     tasks: int
     gpus: int
-
-
-class _Family(t.NamedTuple):
-    name: str
-    kind: str
-    help: str
-    samples: t.List[t.Tuple[t.Dict[str, str], t.Union[int, float]]]
 
 
 # parsing -------------------------------------------------------------------
@@ -202,36 +204,12 @@ def parse_squeue(text: str) -> list[SlurmJob]:
 # rendering -----------------------------------------------------------------
 
 
-def escape_label_value(value: str) -> str:
-    """Escape a label value for the Prometheus text format: backslash, double quote and line feed."""
-    return value.replace('\\', '\\\\').replace('"', '\\"').replace('\n', '\\n')
-
-
-def _labels(labels: dict[str, str]) -> str:
-    if not labels:
-        return ''
-    return '{' + ','.join(f'{name}="{escape_label_value(value)}"' for name, value in labels.items()) + '}'
-
-
-def _value(value: t.Union[int, float]) -> str:
-    return str(value) if isinstance(value, int) else repr(float(value))
-
-
-def _render(families: list[_Family]) -> str:
-    lines = []
-    for family in families:
-        lines.append(f'# HELP {family.name} {family.help}')
-        lines.append(f'# TYPE {family.name} {family.kind}')
-        lines.extend(f'{family.name}{_labels(labels)} {_value(value)}' for labels, value in family.samples)
-    return '\n'.join(lines) + '\n'
-
-
-def _status_families(up: int, cluster: t.Optional[str], timestamp: t.Optional[float]) -> list[_Family]:
+def _status_families(up: int, cluster: t.Optional[str], timestamp: t.Optional[float]) -> list[Family]:
     base = {'cluster': cluster} if cluster else {}
     now = time.time() if timestamp is None else timestamp
     return [
-        _Family('llmforge_slurm_up', 'gauge', '1 when sinfo and squeue answered and their output was read, else 0.', [(base, up)]),
-        _Family('llmforge_slurm_scrape_timestamp_seconds', 'gauge', 'Unix time of the last attempt to read the Slurm state.', [(base, round(now, 3))]),
+        Family('llmforge_slurm_up', 'gauge', '1 when sinfo and squeue answered and their output was read, else 0.', [(base, up)]),
+        Family('llmforge_slurm_scrape_timestamp_seconds', 'gauge', 'Unix time of the last attempt to read the Slurm state.', [(base, round(now, 3))]),
     ]
 
 
@@ -270,50 +248,98 @@ def render_metrics(nodes: t.Sequence[SlurmNode], jobs: t.Sequence[SlurmJob], clu
         job_gpus[key] = job_gpus.get(key, 0) + job.gpus
 
     families = _status_families(1, cluster, timestamp) + [
-        _Family('llmforge_slurm_node_state', 'gauge',
-                'Slurm base state of a node in a partition (idle, mixed, allocated, draining, drained, down, ...); always 1.',
-                state_samples),
-        _Family('llmforge_slurm_node_reason_info', 'gauge',
-                'Reason Slurm records for a node (set when it is drained, down or failed, kept until cleared); always 1.',
-                [(dict(base, node=node, reason=reason), 1) for node, reason in sorted(reasons.items())]),
-        _Family('llmforge_slurm_partition_cpus', 'gauge', 'CPUs of the nodes in a partition by state (alloc, idle, other, total).',
-                [(dict(base, partition=partition, state=state), count)
-                 for partition, counts in sorted(cpus.items()) for state, count in counts.items()]),
-        _Family('llmforge_slurm_partition_gpus', 'gauge', 'GPUs of the nodes in a partition: allocated to jobs (alloc) and configured (total).',
-                [(dict(base, partition=partition, state=state), count)
-                 for partition, counts in sorted(gpus.items()) for state, count in counts.items()]),
-        _Family('llmforge_slurm_jobs', 'gauge', 'Jobs and array tasks by partition and job state.',
-                [(dict(base, partition=partition, state=state), count) for (partition, state), count in sorted(job_counts.items())]),
-        _Family('llmforge_slurm_job_gpus', 'gauge', 'GPUs requested by the jobs and array tasks of a partition, by job state.',
-                [(dict(base, partition=partition, state=state), count) for (partition, state), count in sorted(job_gpus.items())]),
+        Family('llmforge_slurm_node_state', 'gauge',
+               'Slurm base state of a node in a partition (idle, mixed, allocated, draining, drained, down, ...); always 1.',
+               state_samples),
+        Family('llmforge_slurm_node_reason_info', 'gauge',
+               'Reason Slurm records for a node (set when it is drained, down or failed, kept until cleared); always 1.',
+               [(dict(base, node=node, reason=reason), 1) for node, reason in sorted(reasons.items())]),
+        Family('llmforge_slurm_partition_cpus', 'gauge', 'CPUs of the nodes in a partition by state (alloc, idle, other, total).',
+               [(dict(base, partition=partition, state=state), count)
+                for partition, counts in sorted(cpus.items()) for state, count in counts.items()]),
+        Family('llmforge_slurm_partition_gpus', 'gauge', 'GPUs of the nodes in a partition: allocated to jobs (alloc) and configured (total).',
+               [(dict(base, partition=partition, state=state), count)
+                for partition, counts in sorted(gpus.items()) for state, count in counts.items()]),
+        Family('llmforge_slurm_jobs', 'gauge', 'Jobs and array tasks by partition and job state.',
+               [(dict(base, partition=partition, state=state), count) for (partition, state), count in sorted(job_counts.items())]),
+        Family('llmforge_slurm_job_gpus', 'gauge', 'GPUs requested by the jobs and array tasks of a partition, by job state.',
+               [(dict(base, partition=partition, state=state), count) for (partition, state), count in sorted(job_gpus.items())]),
     ]
-    return _render(families)
+    return prometheus.render(families)
 
 
 def render_failure(cluster: t.Optional[str] = None, timestamp: t.Optional[float] = None) -> str:
     """Return Prometheus text that says the Slurm state could not be read (``llmforge_slurm_up 0``)."""
-    return _render(_status_families(0, cluster, timestamp))
+    return prometheus.render(_status_families(0, cluster, timestamp))
 
 
-# writing -------------------------------------------------------------------
+# the program -------------------------------------------------------------------------------------------------
+
+PROGRAM = 'llmforge-slurm-metrics'
+DESCRIPTION = "Write Slurm node, partition and queue metrics as Prometheus text, for node_exporter's textfile collector."
 
 
-def write_atomically(path: str, text: str) -> None:
-    """Replace ``path`` with ``text`` in one rename, so a reader sees the old file or the new one, never half of one.
+class CollectError(Exception):
+    """Slurm could not be read; the message says which command failed and how."""
 
-    The temporary file sits in the same directory (a rename does not cross file systems) and its name ends in
-    ``.tmp``: node_exporter's textfile collector reads ``*.prom`` files only. The result is world-readable
-    (0644) because node_exporter runs as its own user.
-    """
-    directory = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=f'.{os.path.basename(path)}.', suffix='.tmp')
+
+def positive_seconds(text: str) -> float:
     try:
-        with os.fdopen(handle, 'w', encoding='utf-8') as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f'{text!r} is not a positive number of seconds')
+    return seconds
+
+
+def parse_args(argv: t.Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=PROGRAM, description=DESCRIPTION)
+    parser.add_argument('--output', metavar='PATH', help='file to replace atomically (name it *.prom); default: standard output')
+    parser.add_argument('--cluster', metavar='NAME', default='',
+                        help='add a cluster label to every metric; leave it out when Prometheus sets cluster as a target label')
+    parser.add_argument('--timeout', metavar='SECONDS', type=positive_seconds, default=10.0,
+                        help='how long sinfo and squeue may each take (default: 10)')
+    return parser.parse_args(argv)
+
+
+def run_slurm(command: t.Sequence[str], timeout: float) -> str:
+    """Return the standard output of a Slurm command, or raise CollectError saying why there is none."""
+    # Slurm passes node reasons through as typed: the runner replaces undecodable bytes instead of failing.
+    try:
+        done = proc.run(command, timeout)
+    except proc.CommandError as err:
+        if err.reason == proc.MISSING:
+            raise CollectError(f"{command[0]} not found (PATH={os.environ.get('PATH', '')}): is Slurm installed on this host?") from None
+        if err.reason == proc.TIMEOUT:
+            raise CollectError(f'{command[0]} did not answer within {timeout:g} s and was stopped: is slurmctld reachable?') from None
+        raise CollectError(str(err)) from None
+    if done.rc != 0:
+        detail = done.stderr.strip().splitlines()
+        raise CollectError(f"{command[0]} exited with status {done.rc}: {detail[-1] if detail else 'no message'}")
+    return done.stdout
+
+
+def collect(cluster: str, timeout: float) -> str:
+    nodes = parse_sinfo(run_slurm(SINFO_COMMAND, timeout))
+    jobs = parse_squeue(run_slurm(SQUEUE_COMMAND, timeout))
+    return render_metrics(nodes, jobs, cluster=cluster)
+
+
+def main(argv: t.Optional[t.Sequence[str]] = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    status = 0
+    try:
+        text = collect(args.cluster, args.timeout)
+    except (CollectError, SlurmMetricsError) as error:
+        sys.stderr.write(f'{PROGRAM}: {error}\n')
+        text, status = render_failure(cluster=args.cluster), 1
+    if args.output:
+        try:
+            prometheus.write_textfile(args.output, text)
+        except OSError as error:
+            sys.stderr.write(f'{PROGRAM}: cannot write {args.output}: {error}\n')
+            return 1
+    else:
+        sys.stdout.write(text)
+    return status

@@ -103,6 +103,13 @@ ROLE_CASES = [
         readme_mentions=frozenset({'Internal role', 'llmforge.cluster.packages'}),
     ),
     RoleCase(
+        name='node_programs',
+        entry_points=frozenset({'main'}),
+        full_entry_point='main',
+        required={'main': frozenset({'node_programs_module'})},
+        readme_mentions=frozenset({'Internal role', 'llmforge.cluster.node_program_files', '_report'}),
+    ),
+    RoleCase(
         name='containers',
         entry_points=frozenset({'main', 'oci_conf'}),
         full_entry_point='main',

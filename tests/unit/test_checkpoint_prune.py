@@ -7,19 +7,16 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import shutil
-import subprocess
-import sys
 import time
 
 import pytest
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import _checkpoint_prune as prune
 from ansible_collections.llmforge.cluster.plugins.module_utils._checkpoint_prune import Checkpoint, PruneConfigError
+from node_install import install, run_launcher
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MODULE = ROOT / 'plugins' / 'module_utils' / '_checkpoint_prune.py'
-WRAPPER = ROOT / 'roles' / 'lustre_client' / 'files' / 'llmforge-checkpoint-prune'
 NOW = 1_000_000_000.0
 OLD = NOW - 86400
 
@@ -127,14 +124,11 @@ def names(root: pathlib.Path):
 
 
 def run(tmp_path, *args):
-    """The program as installed: the module copied under its installed name next to the wrapper."""
+    """The program as installed: its code where the lustre_client role puts it (node_programs), run by the launcher."""
     library = tmp_path / 'lib'
     if not library.exists():
-        library.mkdir()
-        shutil.copy(MODULE, library / 'llmforge_checkpoint_prune.py')
-    return subprocess.run([sys.executable, str(WRAPPER), '--lock-file', str(tmp_path / 'lock'), *args],
-                          capture_output=True, text=True, timeout=60, check=False,
-                          env=dict(os.environ, LLMFORGE_LIBRARY_DIR=str(library)))
+        install('_checkpoint_prune', library)
+    return run_launcher('_checkpoint_prune', library, '--lock-file', str(tmp_path / 'lock'), *args)
 
 
 def test_dry_run_prints_what_it_would_remove_and_removes_nothing(tmp_path):
@@ -222,11 +216,9 @@ def test_a_second_run_waits_for_no_one_and_does_nothing(tmp_path):
     assert names(tmp_path / 'run') == ['step_000001', 'step_000002', 'step_000003']
 
 
-def test_the_module_runs_standalone_without_the_collection(tmp_path):
+def test_the_program_runs_standalone_without_the_collection(tmp_path):
     """Installed alone on a node: only the standard library may be imported."""
-    copy = tmp_path / 'llmforge_checkpoint_prune.py'
-    shutil.copy(MODULE, copy)
-    result = subprocess.run([sys.executable, '-I', str(copy), '--help'], capture_output=True, text=True, check=False,
-                            cwd=tmp_path, timeout=60)
+    result = run(tmp_path, '--help')
     assert result.returncode == 0, result.stderr
+    assert sorted(path.name for path in (tmp_path / 'lib').rglob('*.py')) == ['_checkpoint_prune.py']
     assert 'keep_last' in MODULE.read_text() and 'ansible' not in MODULE.read_text().replace('Ansible', '')

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 import yaml
 
-from ansible_collections.llmforge.cluster.plugins.module_utils import _slurm_metrics
+from ansible_collections.llmforge.cluster.plugins.module_utils import _prometheus, _slurm_metrics
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FILES = ROOT / 'roles' / 'monitoring' / 'files'
@@ -41,8 +41,8 @@ DCGM_METRICS = {
     'DCGM_FI_DEV_ECC_SBE_VOL_TOTAL', 'DCGM_FI_DEV_ECC_DBE_VOL_TOTAL', 'DCGM_FI_DEV_ROW_REMAP_FAILURE', 'DCGM_FI_DEV_ROW_REMAP_PENDING',
     'DCGM_FI_DEV_THERMAL_VIOLATION',
 }
-# Written by the validators into the textfile directory; the rules file documents them.
-VALIDATOR_METRICS = {'llmforge_validator_healthy', 'llmforge_validator_check_failed'}
+# Written by the validators (validate.yml, llmforge-nodecheck) into the textfile directory; the rules file documents them.
+VALIDATOR_METRICS = set(_prometheus.VALIDATOR_HELP)
 SEVERITIES = {'critical', 'warning'}
 DATASOURCE_UIDS = {'prometheus', '${DS_PROMETHEUS}'}
 

@@ -186,7 +186,7 @@ def test_healthy_node_passes_and_slurm_is_left_alone(node, capsys):
     assert out.startswith('llmforge-nodecheck gpu1: healthy (') and '0 fail' in out and 'Slurm: healthy' in out
     assert node.scontrol_calls() == ['show node gpu1 -o']
     metrics = (node.root / 'textfile' / 'llmforge_nodecheck.prom').read_text()
-    assert 'llmforge_nodecheck_healthy 1\n' in metrics and 'llmforge_nodecheck_check_failed{' not in metrics
+    assert 'llmforge_validator_healthy{validator="nodecheck"} 1\n' in metrics and 'llmforge_validator_check_failed{' not in metrics
     saved = json.loads((node.root / 'nodecheck.json').read_text())
     assert saved['healthy'] is True and saved['node'] == 'gpu1'
 
@@ -198,7 +198,7 @@ def test_degraded_node_is_drained_with_the_validate_reason_then_resumed_when_fix
     assert 'FAILING llmforge: pcie_width GPU0 8' in capsys.readouterr().out
     assert 'update NodeName=gpu1 State=DRAIN Reason=llmforge: pcie_width GPU0 8' in node.scontrol_calls()
     metrics = (node.root / 'textfile' / 'llmforge_nodecheck.prom').read_text()
-    assert 'llmforge_nodecheck_check_failed{check="pcie_width",subject="GPU0"} 1' in metrics
+    assert 'llmforge_validator_check_failed{validator="nodecheck",check="pcie_width",subject="GPU0"} 1' in metrics
     # Still failing: not drained a second time.
     assert node.run() == 1
     assert sum('State=DRAIN' in call for call in node.scontrol_calls()) == 1

@@ -8,21 +8,17 @@ import os
 import pathlib
 import re
 import shutil
-import stat
 import subprocess
-import sys
 
 import pytest
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import _slurm_metrics
 from ansible_collections.llmforge.cluster.plugins.module_utils._slurm_metrics import SlurmMetricsError
+from node_install import LAUNCHERS, install, run_launcher
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / 'tests' / 'fixtures' / 'slurm'
-COLLECTOR = ROOT / 'roles' / 'monitoring' / 'files' / 'llmforge-slurm-metrics'
-MODULE = ROOT / 'plugins' / 'module_utils' / '_slurm_metrics.py'
-# The name the monitoring role installs the module under, next to the collector.
-INSTALLED_MODULE_NAME = 'llmforge_slurm_metrics.py'
+COLLECTOR = LAUNCHERS['_slurm_metrics']
 
 SAMPLE = re.compile(r'(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})? (?P<value>\S+)')
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)",?')
@@ -334,21 +330,6 @@ def test_render_failure():
                        'llmforge_slurm_scrape_timestamp_seconds': [({'cluster': 'prod-a'}, 1767225600.0)]}
 
 
-ESCAPE_CASES = [
-    pytest.param('plain', 'plain', id='plain'),
-    pytest.param('say "hi"', 'say \\"hi\\"', id='double-quote'),
-    pytest.param('C:\\slurm', 'C:\\\\slurm', id='backslash'),
-    pytest.param('two\nlines', 'two\\nlines', id='line-feed'),
-    pytest.param('\\"', '\\\\\\"', id='backslash-then-quote'),
-    pytest.param("it's | {x=1}", "it's | {x=1}", id='other-characters-kept'),
-]
-
-
-@pytest.mark.parametrize(('value', 'expected'), ESCAPE_CASES)
-def test_escape_label_value(value, expected):
-    assert _slurm_metrics.escape_label_value(value) == expected
-
-
 def test_render_round_trips_awkward_reason():
     reason = 'bad "cable" at C:\\rack4 | swap'
     nodes = [_slurm_metrics.SlurmNode('gpu001', 'drained', 'gpu', 0, 0, 8, 8, 0, 0, reason)]
@@ -356,57 +337,13 @@ def test_render_round_trips_awkward_reason():
     assert samples['llmforge_slurm_node_reason_info'] == [({'node': 'gpu001', 'reason': reason}, 1.0)]
 
 
-# writing -------------------------------------------------------------------
-
-
-def test_write_atomically_replaces_and_leaves_no_temporary_file(tmp_path):
-    target = tmp_path / 'slurm.prom'
-    target.write_text('old\n', encoding='utf-8')
-    _slurm_metrics.write_atomically(str(target), 'new\n')
-    assert target.read_text(encoding='utf-8') == 'new\n'
-    assert os.listdir(tmp_path) == ['slurm.prom']
-    assert stat.S_IMODE(target.stat().st_mode) == 0o644
-
-
-def test_write_atomically_temporary_name_is_not_read_by_the_textfile_collector(tmp_path, monkeypatch):
-    renames = []
-    real_replace = os.replace
-
-    def recording_replace(source, destination):
-        renames.append((pathlib.Path(source), pathlib.Path(destination)))
-        real_replace(source, destination)
-
-    monkeypatch.setattr(os, 'replace', recording_replace)
-    _slurm_metrics.write_atomically(str(tmp_path / 'slurm.prom'), 'x 1\n')
-    [(source, destination)] = renames
-    assert source.parent == destination.parent == tmp_path
-    assert not source.name.endswith('.prom')
-
-
-def test_write_atomically_failure_keeps_old_file_and_removes_temporary(tmp_path):
-    target = tmp_path / 'slurm.prom'
-    target.write_text('old\n', encoding='utf-8')
-    with pytest.raises(TypeError):
-        _slurm_metrics.write_atomically(str(target), None)
-    assert target.read_text(encoding='utf-8') == 'old\n'
-    assert os.listdir(tmp_path) == ['slurm.prom']
-
-
-def test_write_atomically_missing_directory(tmp_path):
-    with pytest.raises(FileNotFoundError):
-        _slurm_metrics.write_atomically(str(tmp_path / 'absent' / 'slurm.prom'), 'x 1\n')
-
-
 # the collector program -----------------------------------------------------
 
 
 @pytest.fixture(name='library')
 def installed_library(tmp_path):
-    """The module under the name the monitoring role installs it as."""
-    directory = tmp_path / 'lib'
-    directory.mkdir()
-    shutil.copyfile(MODULE, directory / INSTALLED_MODULE_NAME)
-    return directory
+    """The collector's code installed as the monitoring role installs it (node_programs)."""
+    return install('_slurm_metrics', tmp_path / 'lib')
 
 
 def fake_command(directory: pathlib.Path, name: str, body: str) -> None:
@@ -423,8 +360,7 @@ def fake_slurm(directory: pathlib.Path, sinfo: str = 'cluster16-sinfo.txt', sque
 
 
 def run_collector(library: pathlib.Path, path_dir: pathlib.Path, *args: str) -> subprocess.CompletedProcess:
-    env = {'PATH': f'{path_dir}:/usr/bin:/bin', 'LLMFORGE_LIBRARY_DIR': str(library), 'LC_ALL': 'C.UTF-8'}
-    return subprocess.run([sys.executable, str(COLLECTOR), *args], capture_output=True, text=True, env=env, timeout=60, check=False)
+    return run_launcher('_slurm_metrics', library, *args, env={'PATH': f'{path_dir}:/usr/bin:/bin', 'LC_ALL': 'C.UTF-8'})
 
 
 def without_timestamp(text: str) -> str:
@@ -529,7 +465,7 @@ def test_collector_rejects_bad_timeout(tmp_path, library, timeout):
 def test_collector_without_its_library(tmp_path):
     result = run_collector(tmp_path, tmp_path)
     assert result.returncode == 1
-    assert f'cannot import llmforge_slurm_metrics from {tmp_path}' in result.stderr
+    assert f'llmforge-slurm-metrics: cannot load its code from {tmp_path}' in result.stderr
 
 
 def test_collector_output_passes_promtool(tmp_path, library):

@@ -18,6 +18,7 @@ from conftest import FIRST, NODES, SECOND, drain_reasons, set_hardware
 from scenario_helpers import wait_for
 
 PROGRAM = '/usr/local/sbin/llmforge-nodecheck'
+CODE = '/usr/local/lib/llmforge/python/ansible_collections/llmforge/cluster/plugins/module_utils'
 
 
 @pytest.fixture
@@ -45,9 +46,11 @@ def test_healthy_node_passes_quickly_and_writes_metrics(hosts, name):
     assert re.match(rf'llmforge-nodecheck {name}: healthy \(\d+ pass, 0 fail, ', result.stdout), result.stdout
     assert elapsed < 5, f'{elapsed:.1f} s'
     metrics = node.file('/var/lib/node_exporter/textfile/llmforge_nodecheck.prom')
-    assert metrics.mode == 0o644 and 'llmforge_nodecheck_healthy 1\n' in metrics.content_string
+    assert metrics.mode == 0o644 and 'llmforge_validator_healthy{validator="nodecheck"} 1\n' in metrics.content_string
     expectation = node.file('/etc/llmforge/nodecheck.json')
     assert expectation.mode == 0o644 and '"profile": "h200-sxm-8"' in expectation.content_string
+    # Only the modules the health check imports: not the report renderer of validate.yml.
+    assert node.file(f'{CODE}/_nodecheck.py').mode == 0o644 and not node.file(f'{CODE}/_report.py').exists
 
 
 def test_slurmd_drains_a_node_whose_hardware_degrades_and_resumes_it_when_repaired(hosts, ctl, restore):

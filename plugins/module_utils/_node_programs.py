@@ -1,0 +1,87 @@
+# Copyright: (c) 2026, llmforge.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Which module_utils files a node program needs: the import closure of its module, read from the sources.
+
+Standard library only, no Ansible import. The node programs (llmforge-nodecheck, llmforge-slurm-metrics,
+llmforge-checkpoint-prune) are a ``main()`` in a module here; the node_programs role installs that module and
+every module it imports, found by `closure`, under ``<python dir>/ansible_collections/llmforge/cluster/plugins/
+module_utils/`` on the node, so the programs import them by the same names as on the controller. A node has no
+Ansible and only the system Python: an import of anything but the standard library and these modules is refused.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import sys
+import typing as t
+
+PACKAGE = 'ansible_collections.llmforge.cluster.plugins.module_utils'
+# Where the package lies below the Python directory a program puts on sys.path.
+PACKAGE_PATH = PACKAGE.replace('.', '/')
+_MODULE_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
+
+
+class NodeProgramError(ValueError):
+    """A module that cannot run on a node; the message names the module and the import."""
+
+
+def _imported(tree: ast.AST, where: str) -> t.Iterator[t.Tuple[str, str]]:
+    """(module_utils module, import text) for each import of this package; refuses other non-standard imports."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield from _resolve(alias.name, None, where)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                # from . import _x / from ._x import y
+                if node.level > 1:
+                    raise NodeProgramError(f'{where}: relative import beyond module_utils (level {node.level})')
+                if node.module:
+                    yield node.module.split('.')[0], f'from .{node.module} import ...'
+                else:
+                    yield from ((alias.name, f'from . import {alias.name}') for alias in node.names)
+            elif node.module != '__future__':
+                yield from _resolve(node.module or '', [alias.name for alias in node.names], where)
+
+
+def _resolve(module: str, names: t.Optional[t.List[str]], where: str) -> t.Iterator[t.Tuple[str, str]]:
+    text = f'from {module} import {", ".join(names)}' if names is not None else f'import {module}'
+    if module == PACKAGE and names is not None:
+        yield from ((name, text) for name in names)
+    elif module.startswith(PACKAGE + '.'):
+        yield module[len(PACKAGE) + 1:].split('.')[0], text
+    elif module.split('.')[0] not in sys.stdlib_module_names:
+        raise NodeProgramError(f'{where}: `{text}` is neither the standard library nor this collection\'s module_utils, '
+                               'and a node has only those')
+
+
+def imports(source: str, where: str = '<source>') -> t.Set[str]:
+    """The module_utils modules a module's source imports (anywhere in it, conditional imports included)."""
+    try:
+        tree = ast.parse(source, filename=where)
+    except SyntaxError as err:
+        raise NodeProgramError(f'{where}: cannot be parsed: {err}') from None
+    return {module for module, _text in _imported(tree, where)}
+
+
+def closure(directory: str, module: str) -> t.List[str]:
+    """The file names, sorted, of `module` and of every module_utils module it imports directly or indirectly."""
+    if not isinstance(module, str) or not _MODULE_NAME.fullmatch(module):
+        raise NodeProgramError(f'{module!r} is not a module name (e.g. _nodecheck)')
+    needed: t.Set[str] = set()
+    pending = [(module, 'the program')]
+    while pending:
+        name, wanted_by = pending.pop()
+        if name in needed:
+            continue
+        path = os.path.join(directory, name + '.py')
+        try:
+            with open(path, encoding='utf-8') as handle:
+                source = handle.read()
+        except FileNotFoundError:
+            raise NodeProgramError(f'{name}: no such module in {directory} (imported by {wanted_by})') from None
+        needed.add(name)
+        pending.extend((imported, name) for imported in sorted(imports(source, path)))
+    return sorted(name + '.py' for name in needed)
