@@ -247,6 +247,26 @@ def test_damaged_and_unfinished_checkpoints_are_never_resumed_from(fresh_run, tm
     assert not [path.name for path in run_dir.iterdir() if path.name.startswith('.')]
 
 
+def usr1_is_caught(pid: int) -> bool:
+    with open(f'/proc/{pid}/status', encoding='ascii') as status:
+        caught = next(int(line.split()[1], 16) for line in status if line.startswith('SigCgt:'))
+    return bool(caught & 1 << (signal.SIGUSR1 - 1))
+
+
+def test_a_signal_while_torch_is_still_loading_is_kept_for_the_first_step(tmp_path):
+    """The handler is in place before torch is imported; the trainer then checkpoints step 1 and asks for a requeue."""
+    pytest.importorskip('torch')
+    [process] = start_ranks(1, tmp_path, *TINY, '--steps', '100000')
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while not usr1_is_caught(process.pid) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    process.send_signal(signal.SIGUSR1)
+    codes, stdout = finish([process])
+    assert codes == [train.REQUEUE_EXIT], stdout
+    assert 'signal: checkpointed at step 1, exiting for requeue' in stdout
+    assert marker_of(tmp_path / 'step_00000001')['step'] == 1
+
+
 @pytest.mark.parametrize('strategy', ['ddp', 'fsdp'])
 def test_two_ranks_checkpoint_shards_and_a_second_run_resumes(strategy, tmp_path):
     pytest.importorskip('torch')
@@ -408,6 +428,17 @@ def test_usr1_reaches_the_trainer_and_its_requeue_exit_requeues_the_job(batch_jo
     assert 'trainer: USR1' in output
     assert 'requeueing job 42' in output
     assert requeues() == ['requeue 42']
+
+
+def test_usr1_before_the_trainer_starts_requeues_without_starting_it(batch_job):
+    """Slurm may send the signal up to a minute early: here while the script is still creating the run directory."""
+    start, requeues, tmp_path, _run_dir = batch_job
+    executable(tmp_path / 'bin' / 'mkdir', '#!/bin/sh\nkill -USR1 "$PPID"\nexec /bin/mkdir "$@"\n')
+    job = start('echo "TRAINER RAN"\n')
+    output = job.communicate(timeout=30)[0]
+    assert (job.returncode, requeues()) == (0, ['requeue 42']), output
+    assert 'USR1 came before the trainer started (nothing new to save), requeueing job 42' in output
+    assert 'TRAINER RAN' not in output and not (tmp_path / 'srun.args').exists()
 
 
 def test_a_signal_summary_requeues_even_when_srun_reports_a_killed_task(batch_job):

@@ -172,8 +172,11 @@ def test_node_failure_requeues_the_job_and_it_resumes_from_its_last_checkpoint(c
 
 @pytest.mark.skipif(not DRILLS, reason='LLMFORGE_TRAINING_DRILLS=0')
 def test_time_limit_signal_checkpoints_requeues_and_resumes(ctl):
-    """A 2-minute limit, USR1 100 s before it: the trainer checkpoints, the job requeues itself and resumes."""
-    job = submit(ctl, '--time=2', '--signal=B:USR1@100',
+    """A 3-minute limit, USR1 100 s before it: the trainer checkpoints, the job requeues itself and resumes.
+
+    Slurm sends the signal up to 60 s before the requested time, so here 20 to 80 s after the start.
+    """
+    job = submit(ctl, '--time=3', '--signal=B:USR1@100',
                  trainer_args=['--steps', '100000000', '--ckpt-every-steps', '0', '--log-every', '50'])
     directory = run_dir(job)
     try:

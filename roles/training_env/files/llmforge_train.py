@@ -45,6 +45,21 @@ import sys
 import time
 import warnings
 
+# Slurm's stop signals (USR1 before the time limit, TERM on preemption) may come while torch is still being
+# imported: sbatch's --signal is sent up to a minute early, so a requeued job can get it in its first second.
+# Remember them from the first moment; the step loop acts on them at the first step boundary.
+STOP_SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
+STOPS_RECEIVED = []
+
+
+def remember_stop(signum, _frame) -> None:
+    STOPS_RECEIVED.append(signum)
+
+
+if __name__ == '__main__':
+    for _signum in STOP_SIGNALS:
+        signal.signal(_signum, remember_stop)
+
 try:
     import torch
     import torch.distributed as dist
@@ -306,15 +321,15 @@ class Trainer:
             self.device = torch.device('cpu')
         self.backend = args.backend if args.backend != 'auto' else ('nccl' if use_cuda else 'gloo')
         self.precision = args.precision if args.precision != 'auto' else ('bf16' if use_cuda else 'fp32')
-        self.stop_requested = False
         self.checkpoints = []
 
-    def request_stop(self, _signum, _frame) -> None:
-        self.stop_requested = True
+    @property
+    def stop_requested(self) -> bool:
+        return bool(STOPS_RECEIVED)
 
     def setup(self) -> None:
-        for signum in (signal.SIGUSR1, signal.SIGTERM):
-            signal.signal(signum, self.request_stop)
+        for signum in STOP_SIGNALS:  # already in place when run as a program; needed when imported
+            signal.signal(signum, remember_stop)
         init_distributed(self.env, self.backend, self.device if self.device.type == 'cuda' else None)
         shared = [f"{self.env['job_id'] or 'local'}-{secrets.token_hex(3)}"]
         dist.broadcast_object_list(shared, src=0)  # every rank must write into the same temporary directory
