@@ -1,6 +1,6 @@
 # Copyright: (c) 2026, llmforge.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters behind playbooks/validate_fabric.yml: plan perftest pairs, judge their output, classify failures."""
+"""Filters behind playbooks/validate_fabric.yml: plan perftest pairs and their commands, judge them, classify failures."""
 
 from __future__ import annotations
 
@@ -47,6 +47,23 @@ def fabric_plan(nodes, rails, pattern='ring', base_port=plan.DEFAULT_BASE_PORT):
     return _wrap('fabric_plan', plan.plan_pairs, list(nodes), int(rails), pattern, int(base_port))
 
 
+def _address(facts, node):
+    """Where clients reach a node's perftest servers: its fabric_address, else its ansible_host, else its name."""
+    for key in ('fabric_address', 'ansible_host'):
+        value = facts.get(key) if hasattr(facts, 'get') else None
+        if value is not None:
+            return value
+    return node
+
+
+def fabric_round_commands(round_tests, node, rails, hostvars, perftest='ib_write_bw', duration=5):
+    """This node's perftest servers and clients in one round, argv included: {servers, clients}."""
+    round_tests = list(round_tests)
+    servers = {test['server'] for test in round_tests if test.get('client') == node}
+    addresses = {server: _address(hostvars[server], server) for server in servers}
+    return _wrap('fabric_round_commands', plan.round_commands, round_tests, node, list(rails), addresses, perftest, duration)
+
+
 def fabric_retests(results, base_port=plan.DEFAULT_BASE_PORT):
     """Rounds retesting both nodes of each failing pair against a known-good peer."""
     return _wrap('fabric_retests', plan.plan_retests, list(results), int(base_port))
@@ -67,6 +84,7 @@ class FilterModule:
         return {
             'perftest_results': perftest_results,
             'fabric_plan': fabric_plan,
+            'fabric_round_commands': fabric_round_commands,
             'fabric_retests': fabric_retests,
             'fabric_classify': fabric_classify,
         }

@@ -7,6 +7,10 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import _nccl_fleet as fleet
+from ansible_collections.llmforge.cluster.plugins.module_utils._report import REGISTERED_VALIDATORS
+
+# GPUs of a node whose inventory does not say (gpu_count).
+DEFAULT_GPU_COUNT = 8
 
 
 def _wrap(name, func, *args):
@@ -16,7 +20,7 @@ def _wrap(name, func, *args):
         raise AnsibleFilterError(f'{name}: {err}') from err
 
 
-def nccl_ready_nodes(nodes, hostvars, validators=('__validate_gpu_topology', '__validate_rdma_links')):
+def nccl_ready_nodes(nodes, hostvars, validators=tuple(REGISTERED_VALIDATORS.values())):
     """The nodes whose registered validator results (hostvars) are all healthy: the ones NCCL runs on."""
     ready = []
     for node in nodes:
@@ -30,12 +34,16 @@ def nccl_ready_nodes(nodes, hostvars, validators=('__validate_gpu_topology', '__
 def nccl_tag_runs(results):
     """Tag registered nccl_tests loop results with test, kind and nodes for nccl_judge.
 
-    Items are [test, {kind: single, node} | {kind: pair, pair: [a, b]}, repeat] (first runs, possibly through
-    async_status) or [{test, nodes}, repeat] (retests).
+    Items are the runs of nccl_plan and nccl_retest_plan ({test, kind, nodes, ...}), possibly through async_status,
+    or the list items of hand-made loops: [test, {kind: single, node} | {kind: pair, pair: [a, b]}, repeat] and
+    [{test, nodes}, repeat] (retests).
     """
     runs = []
     for index, result in enumerate(results or []):
         planned = fleet.plan_item(result) if isinstance(result, dict) else None
+        if isinstance(planned, dict) and {'test', 'kind', 'nodes'} <= set(planned):
+            runs.append({'test': planned['test'], 'kind': planned['kind'], 'nodes': list(planned['nodes']), 'result': result})
+            continue
         if not isinstance(planned, (list, tuple)) or not planned:
             raise AnsibleFilterError(f'nccl_tag_runs: results[{index}] has no plan item')
         if isinstance(planned[0], dict):
@@ -45,6 +53,29 @@ def nccl_tag_runs(results):
             nodes = [spec['node']] if spec['kind'] == 'single' else list(spec['pair'])
             runs.append({'test': planned[0], 'kind': spec['kind'], 'nodes': nodes, 'result': result})
     return runs
+
+
+def _gpus(nodes, hostvars):
+    """{node: gpu_count} from the nodes' variables (DEFAULT_GPU_COUNT where unset)."""
+    counts = {}
+    for node in nodes:
+        facts = hostvars[node]
+        value = facts.get('gpu_count') if hasattr(facts, 'get') else None
+        counts[node] = DEFAULT_GPU_COUNT if value is None else value
+    return counts
+
+
+def nccl_plan(nodes, hostvars, options):
+    """Every single-node and pair run of the stage, srun argv included (see _nccl_fleet.plan_runs)."""
+    nodes = list(nodes)
+    return _wrap('nccl_plan', fleet.plan_runs, nodes, _gpus(nodes, hostvars), options or {})
+
+
+def nccl_retest_plan(verdicts, hostvars, options):
+    """The runs retesting the nodes of failing pairs against known-good nodes, argv included."""
+    verdicts = list(verdicts or [])
+    nodes = sorted({node for verdict in verdicts for node in verdict['nodes']})
+    return _wrap('nccl_retest_plan', fleet.plan_retest_runs, verdicts, _gpus(nodes, hostvars), options or {})
 
 
 def nccl_pairs(nodes):
@@ -74,6 +105,8 @@ class FilterModule:
         return {
             'nccl_ready_nodes': nccl_ready_nodes,
             'nccl_tag_runs': nccl_tag_runs,
+            'nccl_plan': nccl_plan,
+            'nccl_retest_plan': nccl_retest_plan,
             'nccl_pairs': nccl_pairs,
             'nccl_judge': nccl_judge,
             'nccl_bisect': nccl_bisect,

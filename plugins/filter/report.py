@@ -1,6 +1,6 @@
 # Copyright: (c) 2026, llmforge.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters that turn the validators' results of a cluster into a report, its JUnit XML and its HTML page."""
+"""Filters that gather the validators' results of a cluster and turn them into a report and its files."""
 
 from __future__ import annotations
 
@@ -18,6 +18,17 @@ def _wrap(name: str, func: t.Callable[..., t.Any], *args: t.Any) -> t.Any:
         raise AnsibleFilterError(f'{name}: {err}') from err
 
 
+def validator_results(nodes, hostvars, verdicts=None):
+    """`{node: {validator: result}}` of the nodes: their registered gpu_topology and rdma_links results (missing: the
+    node was not reached), then the `{validator: {node: result}}` verdicts of the stages that judged them."""
+    registered = {}
+    for node in nodes:
+        facts = hostvars[node]
+        registered[node] = {validator: facts.get(variable) if hasattr(facts, 'get') else None
+                            for validator, variable in rep.REGISTERED_VALIDATORS.items()}
+    return _wrap('validator_results', rep.collect_results, registered, verdicts)
+
+
 def llmforge_report(results, cluster, generated_at, stages=None):
     """The report dict of `{node: {validator: result}}` and cluster-level `{stage: result}` (see _report.build_report)."""
     return _wrap('llmforge_report', rep.build_report, results, cluster, generated_at, stages)
@@ -33,6 +44,11 @@ def report_html(report):
     return _wrap('report_html', rep.render_html, report)
 
 
+def report_files(report):
+    """`[{name, content}]`: report.json, junit.xml and report.html of the report."""
+    return _wrap('report_files', rep.report_files, report)
+
+
 class FilterModule:
     """Validation report filters."""
 
@@ -41,4 +57,6 @@ class FilterModule:
             'llmforge_report': llmforge_report,
             'report_junit': report_junit,
             'report_html': report_html,
+            'report_files': report_files,
+            'validator_results': validator_results,
         }

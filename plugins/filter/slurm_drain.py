@@ -1,6 +1,6 @@
 # Copyright: (c) 2026, llmforge.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters deciding how validation results drain and resume Slurm nodes (shared with llmforge-nodecheck)."""
+"""Filters deciding how validation results drain and resume Slurm nodes (rules shared with llmforge-nodecheck)."""
 
 from __future__ import annotations
 
@@ -34,6 +34,32 @@ def drain_action(checks, node):
     return drain.drain_action(_checks(checks, 'drain_action'), node)
 
 
+def drain_plan(nodes, hostvars):
+    """{host, healthy, reason, checks, slurm_name} of each node of a validation report (its `nodes`), the name in
+    Slurm read from the node's validate_slurm_node_name (unset: the inventory name)."""
+    if not isinstance(nodes, (list, tuple)) or not all(isinstance(node, dict) for node in nodes):
+        raise AnsibleFilterError(f'drain_plan: expected the nodes of a validation report, got {type(nodes).__name__}')
+    names = {}
+    for node in nodes:
+        facts = hostvars[node['name']] if node.get('name') in hostvars else {}
+        names[node.get('name')] = facts.get('validate_slurm_node_name') if hasattr(facts, 'get') else None
+    try:
+        return drain.drain_plan(nodes, names)
+    except KeyError as err:
+        raise AnsibleFilterError(f'drain_plan: a report node has no {err}') from err
+
+
+def drain_decisions(results):
+    """{host, slurm_name, action (drain|resume|None), reason, old_reason, why} of every node whose state the
+    registered `scontrol show node <name> -o` loop (over drain_plan) read."""
+    if not isinstance(results, (list, tuple)) or not all(isinstance(item, dict) for item in results):
+        raise AnsibleFilterError(f'drain_decisions: expected registered loop results, got {type(results).__name__}')
+    try:
+        return drain.drain_decisions(results)
+    except KeyError as err:
+        raise AnsibleFilterError(f'drain_decisions: a read result has no {err} (its item must be a drain_plan entry)') from err
+
+
 class FilterModule:
     """Slurm drain filters."""
 
@@ -42,4 +68,6 @@ class FilterModule:
             'drain_reason': drain_reason,
             'slurm_node_state': slurm_node_state,
             'drain_action': drain_action,
+            'drain_plan': drain_plan,
+            'drain_decisions': drain_decisions,
         }

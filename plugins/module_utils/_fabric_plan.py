@@ -84,6 +84,50 @@ def plan_pairs(nodes: list[str], rails: int, pattern: str = 'ring', base_port: i
     return rounds
 
 
+# commands --------------------------------------------------------------------
+
+# Seconds a perftest may run past its test duration before `timeout` stops it (connection setup, a late peer).
+RUN_GRACE = 60
+
+
+def _whole_seconds(value: object) -> int:
+    try:
+        return int(str(value))
+    except ValueError:
+        try:
+            return int(float(str(value)))
+        except ValueError:
+            raise ValueError(f'duration {value!r} is not a number of seconds') from None
+
+
+def perftest_argv(perftest: str, device: str, port: int, duration: object, server: t.Optional[str] = None) -> list[str]:
+    """One perftest run bounded by `timeout`: a server, or with `server` (its address) a client of it."""
+    argv = ['timeout', str(_whole_seconds(duration) + RUN_GRACE), str(perftest), '-d', str(device), '-p', str(port),
+            '-D', str(duration), '--report_gbits', '-F']
+    return argv + ([str(server)] if server is not None else [])
+
+
+def round_commands(tests: t.Iterable[dict], node: str, devices: t.Sequence[str], addresses: t.Mapping[str, str],
+                   perftest: str, duration: object) -> dict[str, list[dict]]:
+    """This node's part of one round: ``{'servers': [...], 'clients': [...]}``, each a planned test plus its ``argv``.
+
+    ``devices`` are the node's rail devices in rail order; ``addresses`` map a server node to the address its
+    clients connect to.
+    """
+    def device(test: dict) -> str:
+        rail = test['rail']
+        if not _is_int(rail) or not 0 <= rail < len(devices):
+            raise ValueError(f'{node} has no rail {rail!r}: its rails are {list(devices)}')
+        return devices[rail]
+
+    tests = list(tests)
+    servers = [dict(test, argv=perftest_argv(perftest, device(test), test['port'], duration))
+               for test in tests if test['server'] == node]
+    clients = [dict(test, argv=perftest_argv(perftest, device(test), test['port'], duration, addresses[test['server']]))
+               for test in tests if test['client'] == node]
+    return {'servers': servers, 'clients': clients}
+
+
 # results ---------------------------------------------------------------------
 
 

@@ -2,9 +2,10 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The NCCL stage of validate.yml: which nccl-tests runs to make, and what the fleet's results say of each node.
 
-Pure Python, no Ansible import. Runs are nccl_tests module results tagged with the test binary, the kind of run
-(`single`: one node, all its GPUs; `pair`: two nodes; `retest`: a node of a failing pair against a known-good
-node) and the nodes. A test (binary, kind, nodes) is judged on the median plateau busbw of its repeats:
+Pure Python, no Ansible import. Runs are planned whole, srun argv included (plan_runs, plan_retest_runs): each test
+on every node alone (`single`, all its GPUs) and on pairs of nodes (`pair`), each repeated; then the nodes of failing
+pairs against known-good nodes (`retest`). Their nccl_tests module results are tagged with the test binary, the kind
+and the nodes. A test (binary, kind, nodes) is judged on the median plateau busbw of its repeats:
 
 - below the static threshold of its binary and kind -> fail;
 - below (100 - tolerance_pct)% of the fleet median of the same binary and kind -> fail (an outlier: slower
@@ -28,6 +29,10 @@ from ansible_collections.llmforge.cluster.plugins.module_utils import _fabric_pl
 from ansible_collections.llmforge.cluster.plugins.module_utils._checks import FAIL, PASS, WARN, check, healthy
 
 KINDS = ('single', 'pair', 'retest')
+JOB_NAME = 'llmforge-nccl'
+# Two-node runs: one rank per GPU (-g 1, the MPI layout nccl-tests documents) or one rank per node driving all its
+# GPUs (-g <gpus>).
+PAIR_LAYOUTS = ('rank_per_gpu', 'rank_per_node')
 
 
 class NcclFleetError(ValueError):
@@ -68,6 +73,69 @@ def plan_pairs(nodes: t.Sequence[str]) -> list[list[str]]:
     if len(ordered) % 2:
         pairs.append([ordered[-1], ordered[0]])
     return pairs
+
+
+def _string_list(value: t.Any, name: str) -> list[str]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise NcclFleetError(f'{name} must be a list, got {value!r}')
+    return [str(item) for item in value]
+
+
+def run_options(options: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
+    """The stage's settings, checked: tests, repeats, bin_dir, args, srun_args, immediate, pair_layout."""
+    clean = {key: _string_list(options.get(key) or [], key) for key in ('tests', 'args', 'srun_args')}
+    try:
+        clean['repeats'] = int(options.get('repeats', 3))
+    except (TypeError, ValueError):
+        raise NcclFleetError(f"repeats must be a whole number, got {options.get('repeats')!r}") from None
+    clean['bin_dir'] = str(options.get('bin_dir') or '')
+    clean['immediate'] = options.get('immediate', 300)
+    clean['pair_layout'] = options.get('pair_layout') or PAIR_LAYOUTS[0]
+    if clean['pair_layout'] not in PAIR_LAYOUTS:
+        raise NcclFleetError(f"pair_layout must be one of {', '.join(PAIR_LAYOUTS)}, got {clean['pair_layout']!r}")
+    return clean
+
+
+def run_argv(options: t.Mapping[str, t.Any], test: str, nodes: t.Sequence[str], gpus: t.Any) -> list[str]:
+    """srun argv of one run of `test`: one node with one task driving its `gpus` GPUs, or two nodes laid out by
+    pair_layout (`gpus` per node: the first node's)."""
+    srun = ['srun', '--exclusive', f"--immediate={options['immediate']}", f'--job-name={JOB_NAME}'] + options['srun_args']
+    if len(nodes) == 1:
+        where, per_rank = ['--nodes=1', f'--nodelist={nodes[0]}', '--ntasks=1'], gpus
+    else:
+        rank_per_node = options['pair_layout'] == 'rank_per_node'
+        where = [f'--nodes={len(nodes)}', f"--nodelist={','.join(nodes)}", f'--ntasks-per-node={1 if rank_per_node else gpus}']
+        per_rank = gpus if rank_per_node else 1
+    return srun + where + [f'--gres=gpu:{gpus}', f"{options['bin_dir']}/{test}"] + options['args'] + ['-g', str(per_rank)]
+
+
+def _planned(options: t.Mapping[str, t.Any], test: str, kind: str, nodes: list[str], gpus: t.Mapping[str, t.Any],
+             repeat: int) -> dict[str, t.Any]:
+    return {'test': test, 'kind': kind, 'nodes': nodes, 'repeat': repeat, 'label': f"{test} {'+'.join(nodes)} #{repeat + 1}",
+            'argv': run_argv(options, test, nodes, gpus[nodes[0]])}
+
+
+def plan_runs(nodes: t.Sequence[str], gpus: t.Mapping[str, t.Any], options: t.Mapping[str, t.Any]) -> list[dict[str, t.Any]]:
+    """Every first run of the stage, argv included: [{test, kind, nodes, repeat, label, argv}].
+
+    Each test on every node alone, then on every pair (plan_pairs), each `repeats` times; `gpus` maps a node to its
+    GPU count. Slurm schedules them: they can all be submitted at once (--exclusive keeps them apart).
+    """
+    opts = run_options(options)
+    runs = [_planned(opts, test, 'single', [node], gpus, repeat)
+            for test in opts['tests'] for node in nodes for repeat in range(opts['repeats'])]
+    pairs = plan_pairs(nodes)
+    runs += [_planned(opts, test, 'pair', pair, gpus, repeat)
+             for test in opts['tests'] for pair in pairs for repeat in range(opts['repeats'])]
+    return runs
+
+
+def plan_retest_runs(verdicts: t.Sequence[t.Mapping[str, t.Any]], gpus: t.Mapping[str, t.Any],
+                     options: t.Mapping[str, t.Any]) -> list[dict[str, t.Any]]:
+    """The retests of plan_bisection as runs like plan_runs' (kind `retest`), each `repeats` times."""
+    opts = run_options(options)
+    return [_planned(opts, retest['test'], 'retest', list(retest['nodes']), gpus, repeat)
+            for retest in plan_bisection(verdicts) for repeat in range(opts['repeats'])]
 
 
 def _run_key(run: t.Mapping[str, t.Any], index: int) -> tuple[str, str, tuple[str, ...]]:

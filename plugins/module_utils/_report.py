@@ -4,18 +4,19 @@
 
 Pure Python (standard library only, no Ansible import). The input is what the control host collects per node:
 ``{node: {validator: result}}``, each result holding ``checks`` (see ``_checks.check``), ``healthy`` and, for
-``gpu_topology``, ``topology`` and ``nics``. Stages that judge the cluster as a whole (validate.yml's training
+``gpu_topology``, ``topology`` and ``nics``. Stages that judge the cluster as a whole (the validate role's training
 stage: its all-node run) add ``{stage: {checks, healthy, title, facts, nodes, columns}}``: cluster-level checks, a
 table of per-node measurements and a few facts.
+
+The HTML page is built from strings, every value through one escaping helper (`_e`); the page is small, and
+keeping it in Python keeps the whole report testable without a template engine.
 """
 
 from __future__ import annotations
 
 import html
 import json
-import os
 import re
-import tempfile
 import typing as t
 import xml.etree.ElementTree as ET
 
@@ -35,8 +36,39 @@ _DIGITS = re.compile(r'(\d+)')
 _CHECK_TEXT_FIELDS = ('name', 'subject', 'message')
 
 
+# The node validators validate.yml runs on every GPU node, and the variables their results are registered in.
+REGISTERED_VALIDATORS = {'gpu_topology': '__validate_gpu_topology', 'rdma_links': '__validate_rdma_links'}
+# What stands for a node validator whose result is missing: the node was not reached.
+UNREACHABLE = {'unreachable': True, 'msg': 'host unreachable', 'healthy': False}
+
+
 class ReportError(ValueError):
     """Malformed input; the message names the node, validator and field."""
+
+
+# --- collecting ------------------------------------------------------------------------------------
+
+def collect_results(registered: t.Mapping[str, t.Mapping[str, t.Any]],
+                    verdicts: t.Optional[t.Mapping[str, t.Mapping[str, t.Any]]] = None) -> dict[str, dict[str, t.Any]]:
+    """`{node: {validator: result}}`, build_report's input, from each node's own validators and the stages' verdicts.
+
+    `registered` is `{node: {validator: result or None}}` (None: never registered, the node was not reached);
+    `verdicts` is `{validator: {node: result}}` of the stages that judge nodes from elsewhere (validate.yml's NCCL
+    and training stages), added after the node's own validators for the nodes they judged.
+    """
+    if not isinstance(registered, t.Mapping):
+        raise ReportError(f'registered must map node names to {{validator: result}}, got {type(registered).__name__}')
+    verdicts = verdicts or {}
+    if not isinstance(verdicts, t.Mapping) or not all(isinstance(per_node, t.Mapping) for per_node in verdicts.values()):
+        raise ReportError(f'verdicts must map validator names to {{node: result}}, got {verdicts!r}')
+    collected = {}
+    for node, own in registered.items():
+        if not isinstance(own, t.Mapping):
+            raise ReportError(f"node '{node}': expected a mapping of validator name to result, got {own!r}")
+        results = {validator: dict(UNREACHABLE) if result is None else result for validator, result in own.items()}
+        results.update((validator, per_node[node]) for validator, per_node in verdicts.items() if node in per_node)
+        collected[node] = results
+    return collected
 
 
 # --- building --------------------------------------------------------------------------------------
@@ -255,7 +287,8 @@ def _checked_report(report: t.Any) -> t.Mapping[str, t.Any]:
 # --- JSON ------------------------------------------------------------------------------------------
 
 def render_json(report: t.Mapping[str, t.Any]) -> str:
-    return json.dumps(_checked_report(report), sort_keys=True, indent=2, ensure_ascii=False) + '\n'
+    """report.json: keys sorted, 4-space indents, non-ASCII escaped (the text of Ansible's to_nice_json)."""
+    return json.dumps(_checked_report(report), sort_keys=True, indent=4) + '\n'
 
 
 # --- JUnit XML ---------------------------------------------------------------------------------------
@@ -537,31 +570,10 @@ def render_html(report: t.Mapping[str, t.Any]) -> str:
 
 # --- files -----------------------------------------------------------------------------------------
 
-REPORT_FILES = (('json', 'report.json', render_json), ('junit', 'junit.xml', render_junit), ('html', 'report.html', render_html))
+REPORT_FILES = (('report.json', render_json), ('junit.xml', render_junit), ('report.html', render_html))
 
 
-def write_atomic(path: str, text: str) -> None:
-    """Write through a hidden temporary file in the same directory, synced and renamed over `path` (mode 0644)."""
-    directory = os.path.dirname(path)
-    handle, temp = tempfile.mkstemp(dir=directory, prefix='.' + os.path.basename(path) + '.', suffix='.tmp')
-    try:
-        with os.fdopen(handle, 'w', encoding='utf-8') as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temp, 0o644)
-        os.replace(temp, path)
-    except BaseException:
-        if os.path.exists(temp):
-            os.unlink(temp)
-        raise
-
-
-def write_report(report: t.Mapping[str, t.Any], directory: str) -> dict[str, str]:
-    """Write report.json, junit.xml and report.html into `directory`, each atomically; return their paths."""
+def report_files(report: t.Mapping[str, t.Any]) -> list[dict[str, str]]:
+    """`[{name, content}]` of report.json, junit.xml and report.html, for the playbook to write."""
     report = _checked_report(report)
-    os.makedirs(directory, exist_ok=True)
-    rendered = [(key, os.path.join(directory, filename), render(report)) for key, filename, render in REPORT_FILES]
-    for key, path, text in rendered:
-        write_atomic(path, text)
-    return {key: path for key, path, text in rendered}
+    return [{'name': name, 'content': render(report)} for name, render in REPORT_FILES]

@@ -2,9 +2,9 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """When a node is drained or resumed in Slurm because of validation checks, and with which reason.
 
-Pure Python, standard library only: used by playbooks/validate.yml (through the llmforge.cluster.drain_reason,
-slurm_node_state and drain_action filters) and by the node health check llmforge-nodecheck, so both drain with
-the same reason and follow the same rules:
+Pure Python, standard library only: used by the validate role (through the llmforge.cluster.drain_plan and
+drain_decisions filters) and by the node health check llmforge-nodecheck, so both drain with the same reason and
+follow the same rules:
 
 - a failing node that is not drained yet is drained with `llmforge: <check> <subject> <actual>`, from its first
   failing check (compact, quotes removed, at most 120 characters);
@@ -97,3 +97,36 @@ def drain_action(checks: t.Sequence[t.Mapping[str, t.Any]], node: t.Mapping[str,
     if named not in evaluated:
         return {'action': None, 'reason': '', 'why': f'healthy, but drained for a check not run here ({old}): left alone'}
     return {'action': 'resume', 'reason': '', 'why': f'healthy again (was drained for: {old})'}
+
+
+def drain_plan(nodes: t.Iterable[t.Mapping[str, t.Any]], slurm_names: t.Mapping[str, t.Any]) -> list[dict[str, t.Any]]:
+    """What the Slurm stage needs of each node of a validation report: {host, healthy, reason, checks, slurm_name}.
+
+    `nodes` are the report's nodes ({name, healthy, checks}); `slurm_names` maps a host to its name in Slurm where
+    the two differ (a missing or null entry: the same name).
+    """
+    plan = []
+    for node in nodes:
+        name = node['name']
+        slurm_name = slurm_names.get(name)
+        plan.append({'host': name, 'healthy': node['healthy'], 'reason': drain_reason(node['checks']),
+                     'checks': node['checks'], 'slurm_name': name if slurm_name is None else slurm_name})
+    return plan
+
+
+def drain_decisions(states: t.Iterable[t.Mapping[str, t.Any]]) -> list[dict[str, t.Any]]:
+    """One decision per node whose Slurm state was read: {host, slurm_name, action, reason, old_reason, why}.
+
+    `states` are registered `scontrol show node <name> -o` loop results whose item is a drain_plan entry; a result
+    without rc 0 (skipped: no scontrol, draining off; or the node unknown to Slurm) gives no decision.
+    """
+    decisions = []
+    for result in states:
+        if result.get('rc') != 0:
+            continue
+        planned = result['item']
+        node = parse_node(str(result.get('stdout') or ''))
+        action = drain_action(planned['checks'], node)
+        decisions.append({'host': planned['host'], 'slurm_name': planned['slurm_name'], 'action': action['action'],
+                          'reason': planned['reason'], 'old_reason': node['reason'], 'why': action['why']})
+    return decisions

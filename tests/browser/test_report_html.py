@@ -94,7 +94,7 @@ def colours(image: Image.Image, box: t.Optional[tuple[int, int, int, int]] = Non
 class Rendered:
     workdir: pathlib.Path
     report: dict[str, t.Any]
-    page: pathlib.Path  # report.html as written by rep.write_report
+    page: pathlib.Path  # report.html as the validate role writes it (rep.report_files)
     dom: browser_dom.Element  # the DOM Chromium built, from --dump-dom
     dom_text: str
     facts: dict[str, t.Any]  # layout measured in the page (browser_chromium.PROBE_SCRIPT)
@@ -124,7 +124,9 @@ def _render(workdir: pathlib.Path) -> Rendered:
     if binary is None:
         raise chromium.BrowserUnavailable(chromium.INSTALL_HINT)
     report = browser_report.report(workdir)
-    page = pathlib.Path(rep.write_report(report, str(workdir / 'out'))['html'])
+    page = workdir / 'out' / 'report.html'
+    page.parent.mkdir()
+    page.write_text(next(f['content'] for f in rep.report_files(report) if f['name'] == page.name), encoding='utf-8')
     shutil.copy2(page, workdir / 'report.html')
     started = time.monotonic()
     try:

@@ -122,6 +122,14 @@ ROLE_CASES = [
         readme_mentions=frozenset({'llmforge.cluster.training_env', 'llmforge-train.sbatch', '--require-hashes',
                                    'llmforge-checkpoint-prune'}),
     ),
+    RoleCase(
+        name='validate',
+        entry_points=frozenset({'main', 'hardware', 'nccl', 'training', 'report', 'slurm', 'fabric_round'}),
+        # Each stage's entry point documents its own options: together they hold every default.
+        full_entry_point=None,
+        readme_mentions=frozenset({'llmforge.cluster.validate', 'playbooks/validate.yml', 'playbooks/validate_fabric.yml',
+                                   'validate_preflight', 'llmforge_validate.prom', 'monitoring_textfile_dir'}),
+    ),
 ]
 CASE_PARAMS = [pytest.param(case, id=case.name) for case in ROLE_CASES]
 

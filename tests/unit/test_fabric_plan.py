@@ -431,3 +431,49 @@ def test_plan_run_retest_classify(bad_nodes, bad_links, verdicts):
     retests = run(run_tests(_fabric_plan.plan_retests(first)))
     found = {(failure['client'], failure['server'], failure['rail']): _fabric_plan.classify(failure, retests)['verdict'] for failure in failures}
     assert found == verdicts
+
+
+# commands --------------------------------------------------------------------
+
+def test_round_commands_give_each_node_its_servers_and_clients_with_their_argv():
+    round_ = _fabric_plan.plan_pairs(['fab1', 'fab2', 'fab3'], 2)[0]
+    mine = _fabric_plan.round_commands(round_, 'fab2', ['mlx5_0', 'mlx5_1'], {'fab3': '10.0.0.3'}, 'ib_write_bw', 5)
+    assert [(t['client'], t['server'], t['rail']) for t in mine['servers']] == [('fab1', 'fab2', 0), ('fab1', 'fab2', 1)]
+    assert [(t['client'], t['server'], t['rail']) for t in mine['clients']] == [('fab2', 'fab3', 0), ('fab2', 'fab3', 1)]
+    assert mine['servers'][1]['argv'] == ['timeout', '65', 'ib_write_bw', '-d', 'mlx5_1', '-p', str(BASE_PORT + 1),
+                                          '-D', '5', '--report_gbits', '-F']
+    assert mine['clients'][0]['argv'] == ['timeout', '65', 'ib_write_bw', '-d', 'mlx5_0', '-p', str(BASE_PORT),
+                                          '-D', '5', '--report_gbits', '-F', '10.0.0.3']
+    # Every planned key stays: the judge reads the test from the client's loop item.
+    assert {key: mine['clients'][0][key] for key in round_[0]} == round_[2]
+
+
+def test_round_commands_of_a_node_without_tests_and_with_a_text_duration():
+    round_ = _fabric_plan.plan_pairs(['a', 'b'], 1)[0]
+    assert _fabric_plan.round_commands(round_, 'c', ['mlx5_0'], {}, 'ib_write_bw', 5) == {'servers': [], 'clients': []}
+    assert _fabric_plan.perftest_argv('/usr/bin/ib_read_bw', 'mlx5_0', 18515, '2', 'b')[:2] == ['timeout', '62']
+    assert _fabric_plan.perftest_argv('ib_write_bw', 'mlx5_0', 18515, 1.5)[1] == '61'
+
+
+@pytest.mark.parametrize('devices, duration, bad_part', [
+    (['mlx5_0'], 5, 'a has no rail 1'),
+    (['mlx5_0', 'mlx5_1'], 'soon', "duration 'soon'"),
+])
+def test_round_commands_rejects(devices, duration, bad_part):
+    round_ = _fabric_plan.plan_pairs(['a', 'b'], 2)[0]
+    with pytest.raises(ValueError, match=bad_part):
+        _fabric_plan.round_commands(round_, 'a', devices, {'b': 'b'}, 'ib_write_bw', duration)
+
+
+def test_round_commands_filter_reads_the_servers_addresses_from_hostvars():
+    fabric = pytest.importorskip('ansible_collections.llmforge.cluster.plugins.filter.fabric')
+    round_ = _fabric_plan.plan_pairs(['a', 'b', 'c', 'd'], 1, 'all')[0]
+    hostvars = {'a': {}, 'b': {'fabric_address': '192.0.2.2', 'ansible_host': 'b.mgmt'}, 'c': {'ansible_host': 'c.mgmt'},
+                'd': {'fabric_address': None}}
+    servers = {}
+    for node in 'abcd':
+        mine = fabric.fabric_round_commands(round_, node, ['mlx5_0'], hostvars, 'ib_write_bw', 1)
+        servers.update((test['server'], test['argv'][-1]) for test in mine['clients'])
+    assert servers == {'b': '192.0.2.2', 'c': 'c.mgmt', 'd': 'd', 'a': 'a'}
+    with pytest.raises(fabric.AnsibleFilterError, match='^fabric_round_commands: a has no rail 0'):
+        fabric.fabric_round_commands(round_, 'a', [], hostvars)

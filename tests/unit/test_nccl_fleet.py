@@ -148,3 +148,80 @@ def test_ready_nodes_are_those_whose_validators_passed():
         'd': {},
     }
     assert filters.nccl_ready_nodes(['a', 'b', 'c', 'd'], hostvars) == ['a']
+
+
+# --- planning the runs -----------------------------------------------------------------------------
+
+OPTIONS = {'tests': ['all_reduce_perf', 'alltoall_perf'], 'repeats': 2, 'bin_dir': '/opt/nccl-tests/bin',
+           'args': ['-b', '8', '-e', '8G', '-f', '2'], 'srun_args': [], 'immediate': 300, 'pair_layout': 'rank_per_gpu'}
+SRUN = ['srun', '--exclusive', '--immediate=300', '--job-name=llmforge-nccl']
+SIZES = ['-b', '8', '-e', '8G', '-f', '2']
+
+
+def test_plan_runs_every_test_alone_then_in_pairs_each_repeated():
+    runs = fleet.plan_runs(['n1', 'n2', 'n3'], {'n1': 8, 'n2': 8, 'n3': 4}, OPTIONS)
+    assert [(r['test'], r['kind'], r['nodes'], r['repeat']) for r in runs[:3]] == [
+        ('all_reduce_perf', 'single', ['n1'], 0), ('all_reduce_perf', 'single', ['n1'], 1),
+        ('all_reduce_perf', 'single', ['n2'], 0)]
+    assert [r['label'] for r in runs if r['kind'] == 'pair'] == [
+        'all_reduce_perf n1+n2 #1', 'all_reduce_perf n1+n2 #2', 'all_reduce_perf n3+n1 #1', 'all_reduce_perf n3+n1 #2',
+        'alltoall_perf n1+n2 #1', 'alltoall_perf n1+n2 #2', 'alltoall_perf n3+n1 #1', 'alltoall_perf n3+n1 #2']
+    assert len(runs) == 2 * 3 * 2 + 2 * 2 * 2
+    single = next(r for r in runs if r['label'] == 'alltoall_perf n3 #2')
+    assert single['argv'] == SRUN + ['--nodes=1', '--nodelist=n3', '--ntasks=1', '--gres=gpu:4',
+                                     '/opt/nccl-tests/bin/alltoall_perf'] + SIZES + ['-g', '4']
+    # A pair asks for the first node's GPUs; one rank per GPU, each driving one (-g 1).
+    pair = next(r for r in runs if r['label'] == 'all_reduce_perf n3+n1 #1')
+    assert pair['argv'] == SRUN + ['--nodes=2', '--nodelist=n3,n1', '--ntasks-per-node=4', '--gres=gpu:4',
+                                   '/opt/nccl-tests/bin/all_reduce_perf'] + SIZES + ['-g', '1']
+
+
+def test_plan_runs_rank_per_node_and_extra_srun_options():
+    options = dict(OPTIONS, pair_layout='rank_per_node', srun_args=['--partition=gpu'], repeats='1', immediate=60,
+                   tests=['all_reduce_perf'], args=['-b', 8, '-e', '8G'])
+    runs = fleet.plan_runs(['n2', 'n1'], {'n1': 8, 'n2': '8'}, options)
+    assert [r['label'] for r in runs] == ['all_reduce_perf n2 #1', 'all_reduce_perf n1 #1', 'all_reduce_perf n1+n2 #1']
+    assert runs[-1]['argv'] == ['srun', '--exclusive', '--immediate=60', '--job-name=llmforge-nccl', '--partition=gpu',
+                                '--nodes=2', '--nodelist=n1,n2', '--ntasks-per-node=1', '--gres=gpu:8',
+                                '/opt/nccl-tests/bin/all_reduce_perf', '-b', '8', '-e', '8G', '-g', '8']
+    assert fleet.plan_runs(['n1'], {'n1': 8}, options)[-1]['kind'] == 'single'
+    assert fleet.plan_runs([], {}, options) == []
+
+
+def test_plan_retest_runs_bisect_failing_pairs_against_known_good_nodes():
+    verdicts = fleet.judge_tests(runs({'a': GOOD, 'b': SLOW, 'c': GOOD, 'd': GOOD}, {'a+b': PAIR_SLOW, 'c+d': PAIR}),
+                                 THRESHOLDS, 10)
+    planned = fleet.plan_retest_runs(verdicts, {node: 8 for node in 'abcd'}, dict(OPTIONS, repeats=1))
+    assert [(r['kind'], r['nodes']) for r in planned] == [
+        ('retest', pair['nodes']) for pair in fleet.plan_bisection(verdicts)]
+    assert {r['nodes'][0] for r in planned} == {'a', 'b'} and {r['nodes'][1] for r in planned} <= {'c', 'd'}
+    assert planned[0]['argv'][4:8] == ['--nodes=2', f"--nodelist={','.join(planned[0]['nodes'])}", '--ntasks-per-node=8',
+                                       '--gres=gpu:8']
+    assert fleet.plan_retest_runs(verdicts, {node: 8 for node in 'abcd'}, OPTIONS)[1]['label'].endswith('#2')
+    assert fleet.plan_retest_runs([], {}, OPTIONS) == []
+
+
+@pytest.mark.parametrize('options, message', [
+    (dict(OPTIONS, pair_layout='ring'), 'pair_layout must be one of rank_per_gpu, rank_per_node'),
+    (dict(OPTIONS, tests='all_reduce_perf'), 'tests must be a list'),
+    (dict(OPTIONS, repeats='many'), 'repeats must be a whole number'),
+])
+def test_plan_runs_rejects_bad_options(options, message):
+    with pytest.raises(fleet.NcclFleetError, match=message):
+        fleet.plan_runs(['n1'], {'n1': 8}, options)
+
+
+def test_plan_filters_read_gpu_count_from_hostvars_and_tag_their_own_runs():
+    hostvars = {'n1': {'gpu_count': 4}, 'n2': {}, 'n3': {'gpu_count': None}}
+    planned = filters.nccl_plan(['n1', 'n2', 'n3'], hostvars, dict(OPTIONS, tests=['all_reduce_perf'], repeats=1))
+    assert [r['argv'][7] for r in planned] == ['--gres=gpu:4', '--gres=gpu:8', '--gres=gpu:8', '--gres=gpu:4', '--gres=gpu:8']
+    submitted = [{'ansible_job_id': str(i), 'item': run} for i, run in enumerate(planned)]
+    tagged = filters.nccl_tag_runs([{'item': job, 'plateau_busbw_gbps': 1.0} for job in submitted])
+    assert [(r['test'], r['kind'], r['nodes']) for r in tagged] == [(r['test'], r['kind'], r['nodes']) for r in planned]
+    verdicts = fleet.judge_tests(runs({'n1': GOOD, 'n2': SLOW, 'n3': GOOD}, {'n1+n2': PAIR_SLOW, 'n3+n1': PAIR}),
+                                 THRESHOLDS, 10)
+    retests = filters.nccl_retest_plan(verdicts, hostvars, dict(OPTIONS, repeats=1))
+    assert retests and all(r['kind'] == 'retest' for r in retests)
+    assert filters.nccl_tag_runs([{'item': r} for r in retests])[0]['kind'] == 'retest'
+    with pytest.raises(filters.AnsibleFilterError, match='^nccl_plan: pair_layout'):
+        filters.nccl_plan(['n1'], hostvars, dict(OPTIONS, pair_layout='x'))

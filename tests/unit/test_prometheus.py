@@ -10,9 +10,9 @@ import shutil
 import subprocess
 
 import pytest
-import yaml
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import _prometheus as prom
+from ansible_collections.llmforge.cluster.plugins.module_utils._checks import FAIL
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -77,14 +77,14 @@ def test_validator_families_without_duration_nor_failures():
     ]
 
 
-def test_validate_playbook_writes_the_same_help_texts():
-    """node_exporter drops a metric whose help text differs between two of its files (validate.yml's and nodecheck's)."""
-    plays = yaml.safe_load((ROOT / 'playbooks' / 'validate.yml').read_text(encoding='utf-8'))
-    written = [task['ansible.builtin.copy']['content'] for play in plays for task in play.get('tasks', [])
-               if 'llmforge_validate.prom' in str(task.get('ansible.builtin.copy', {}).get('dest', ''))]
-    [content] = written
-    helps = dict(re.findall(r'(?m)^# HELP (\S+) (.*)$', content))
-    assert helps and all(prom.VALIDATOR_HELP[name] == text for name, text in helps.items()), helps
+def test_the_validate_role_and_the_health_check_write_the_same_help_texts():
+    """node_exporter drops a metric whose help text differs between two of its files (validate's and nodecheck's)."""
+    metrics_tasks = (ROOT / 'roles' / 'validate' / 'tasks' / 'metrics.yml').read_text(encoding='utf-8')
+    assert '| llmforge.cluster.validator_metrics' in metrics_tasks and '# HELP' not in metrics_tasks
+    validate = prom.validators_text({'gpu_topology': {'healthy': False, 'checks': [{'name': 'x', 'status': FAIL}]}})
+    nodecheck = prom.render(prom.validator_families('nodecheck', [{'name': 'x', 'status': FAIL}], False, 0.5, 1.0))
+    helps = [dict(re.findall(r'(?m)^# HELP (\S+) (.*)$', text)) for text in (validate, nodecheck)]
+    assert helps[0] and all(helps[1][name] == text for name, text in helps[0].items())
 
 
 def test_output_passes_promtool():

@@ -160,8 +160,18 @@ def test_building_is_deterministic_and_leaves_input_alone(results):
 
 def test_json_is_sorted_and_round_trips(report):
     text = rep.render_json(report)
-    assert text.endswith('}\n') and text.startswith('{\n  "cluster": "hgx<prod>"')
+    assert text.endswith('}\n') and text.startswith('{\n    "cluster": "hgx<prod>"')
     assert json.loads(text) == report
+
+
+def test_json_is_what_to_nice_json_writes(report):
+    """report.json keeps the bytes validate.yml wrote with `to_nice_json`, non-ASCII text included."""
+    core = pytest.importorskip('ansible.plugins.filter.core')
+    accented = rep.build_report({'gpu\u00e9': {'rdma_links': {'checks': [
+        {'name': 'rate', 'status': 'fail', 'subject': 'mlx5_0/1', 'expected': 400, 'actual': 200.5,
+         'message': 'rate 200.5 \u2264 400 Gb/s'}], 'healthy': False}}}, 'caf\u00e9', WHEN)
+    for built in (report, accented):
+        assert rep.render_json(built) == core.to_nice_json(built) + '\n'
 
 
 def test_failed_task_without_checks_is_a_failing_node():
@@ -324,46 +334,82 @@ def test_empty_cluster_renders():
 
 @pytest.mark.skipif(not os.path.exists('/usr/bin/chromium'), reason='/usr/bin/chromium is not installed (absent on CI)')
 def test_html_screenshot(report, tmp_path):
-    paths = rep.write_report(report, str(tmp_path / 'out'))
+    page = tmp_path / 'report.html'
+    page.write_text(rep.render_html(report), encoding='utf-8')
     shot = tmp_path / 'r.png'
     subprocess.run(['/usr/bin/chromium', '--headless', '--no-sandbox', '--disable-gpu', f'--screenshot={shot}',
-                    '--window-size=1280,2000', pathlib.Path(paths['html']).as_uri()],
+                    '--window-size=1280,2000', page.as_uri()],
                    check=True, timeout=120, capture_output=True)
     assert shot.exists() and shot.stat().st_size > 10 * 1024
 
 
 # --- files -----------------------------------------------------------------------------------------
 
-def test_write_report_writes_three_files_atomically(report, tmp_path):
-    target = tmp_path / 'reports' / 'run1'
-    paths = rep.write_report(report, str(target))
-    assert set(paths) == {'json', 'junit', 'html'}
-    assert sorted(os.listdir(target)) == ['junit.xml', 'report.html', 'report.json']
-    assert json.loads(pathlib.Path(paths['json']).read_text(encoding='utf-8')) == report
-    ET.parse(paths['junit'])
-    assert pathlib.Path(paths['html']).read_text(encoding='utf-8') == rep.render_html(report)
-    again = rep.write_report(rep.build_report({}, 'c', WHEN), str(target))
-    assert again == paths and sorted(os.listdir(target)) == ['junit.xml', 'report.html', 'report.json']
+def test_report_files_are_the_three_renderings(report):
+    files = rep.report_files(report)
+    assert [item['name'] for item in files] == ['report.json', 'junit.xml', 'report.html']
+    content = {item['name']: item['content'] for item in files}
+    assert json.loads(content['report.json']) == report and content['report.json'] == rep.render_json(report)
+    assert ET.fromstring(content['junit.xml']).get('tests') == str(report['summary']['checks']['total'])
+    assert content['report.html'] == rep.render_html(report)
+    with pytest.raises(rep.ReportError, match='expected a report made by build_report'):
+        rep.report_files({'nodes': []})
 
 
-def test_write_report_failure_leaves_no_temp_file(report, tmp_path, monkeypatch):
-    def broken(src, dst):
-        raise OSError('disk full')
-    monkeypatch.setattr(rep.os, 'replace', broken)
-    with pytest.raises(OSError):
-        rep.write_report(report, str(tmp_path))
-    assert not os.listdir(tmp_path)
+# --- collecting ------------------------------------------------------------------------------------
+
+def test_collect_results_adds_stage_verdicts_after_the_node_validators(results):
+    gpu1 = results['gpu10']
+    nccl = {'checks': [], 'healthy': True}
+    collected = rep.collect_results(
+        {'gpu1': dict(gpu1), 'gpu9': {'gpu_topology': None, 'rdma_links': None}},
+        {'nccl_tests': {'gpu1': nccl}, 'training': {}})
+    assert list(collected) == ['gpu1', 'gpu9']
+    assert list(collected['gpu1']) == list(gpu1) + ['nccl_tests'] and collected['gpu1']['nccl_tests'] is nccl
+    assert collected['gpu9'] == {'gpu_topology': rep.UNREACHABLE, 'rdma_links': rep.UNREACHABLE}
+    assert collected['gpu9']['gpu_topology'] is not rep.UNREACHABLE
+    built = rep.build_report(collected, 'c', WHEN)
+    unreachable = next(node for node in built['nodes'] if node['name'] == 'gpu9')
+    assert not unreachable['healthy'] and {c['message'] for c in unreachable['checks']} == {'host unreachable'}
+    assert rep.collect_results({'n': {'rdma_links': None}}) == {'n': {'rdma_links': rep.UNREACHABLE}}
+
+
+@pytest.mark.parametrize('registered, verdicts, message', [
+    (['gpu1'], None, 'registered must map'),
+    ({'gpu1': 'text'}, None, "node 'gpu1'"),
+    ({'gpu1': {}}, {'nccl_tests': ['gpu1']}, 'verdicts must map'),
+])
+def test_collect_results_rejects(registered, verdicts, message):
+    with pytest.raises(rep.ReportError, match=message):
+        rep.collect_results(registered, verdicts)
 
 
 # --- filters ---------------------------------------------------------------------------------------
 
 def test_filters(results):
     filters = report_filters.FilterModule().filters()
-    assert set(filters) == {'llmforge_report', 'report_junit', 'report_html'}
+    assert set(filters) == {'llmforge_report', 'report_junit', 'report_html', 'report_files', 'validator_results'}
     report = filters['llmforge_report'](results, 'c', WHEN)
     assert report == rep.build_report(results, 'c', WHEN)
     assert filters['report_junit'](report) == rep.render_junit(report)
     assert filters['report_html'](report) == rep.render_html(report)
+    assert filters['report_files'](report) == rep.report_files(report)
+
+
+def test_validator_results_reads_the_registered_results_from_hostvars(results):
+    hostvars = {
+        'gpu1': {'__validate_gpu_topology': results['gpu10']['gpu_topology'],
+                 '__validate_rdma_links': results['gpu10']['rdma_links'], 'gpu_count': 8},
+        'gpu2': {'__validate_rdma_links': results['gpu10']['rdma_links']},
+    }
+    training = {'checks': [], 'healthy': True}
+    collected = report_filters.validator_results(['gpu1', 'gpu2'], hostvars, {'training': {'gpu2': training}})
+    assert collected['gpu1'] == {'gpu_topology': results['gpu10']['gpu_topology'], 'rdma_links': results['gpu10']['rdma_links']}
+    assert collected['gpu2'] == {'gpu_topology': rep.UNREACHABLE, 'rdma_links': results['gpu10']['rdma_links'],
+                                 'training': training}
+    assert report_filters.validator_results([], hostvars) == {}
+    with pytest.raises(AnsibleFilterError, match='^validator_results: verdicts'):
+        report_filters.validator_results(['gpu1'], hostvars, {'training': 'x'})
 
 
 def test_filter_errors_name_the_filter_and_node():
@@ -374,11 +420,11 @@ def test_filter_errors_name_the_filter_and_node():
         filters['report_html']({'nodes': []})
     with pytest.raises(AnsibleFilterError, match='^report_junit: '):
         filters['report_junit']('text')
+    with pytest.raises(AnsibleFilterError, match='^report_files: '):
+        filters['report_files']({})
 
 
-def test_no_ansible_import_in_module_utils():
-    source = pathlib.Path(rep.__file__).read_text(encoding='utf-8')
-    assert 'import ansible' not in source and 'from ansible' not in source
+def test_relation_kinds():
     assert rep.relation_kind('NV18') == 'nv' and rep.relation_kind(' X ') == 'self' and rep.relation_kind('??') == 'other'
 
 

@@ -355,8 +355,3 @@ def test_report_rejects_a_malformed_stage():
         rep.build_report({}, 'c', WHEN, {'training': {'healthy': True}})
     with pytest.raises(rep.ReportError, match="stage 'training'.nodes must map"):
         rep.build_report({}, 'c', WHEN, {'training': {'checks': [], 'nodes': {'gpu1': 3}}})
-
-
-def test_no_ansible_import_in_module_utils():
-    source = pathlib.Path(fleet.__file__).read_text(encoding='utf-8')
-    assert 'import ansible' not in source and 'from ansible ' not in source and 'from ansible.' not in source
