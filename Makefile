@@ -78,7 +78,7 @@ demo: venv image
 	bash scripts/demo.sh
 
 demo-down: venv
-	molecule destroy --scenario-name cluster
+	molecule --base-config .config/molecule/config.yml destroy --scenario-name cluster
 	docker volume rm --force llmforge-cluster-shared >/dev/null
 
 clean:

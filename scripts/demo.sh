@@ -5,7 +5,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 
-molecule create --scenario-name cluster
+molecule --base-config .config/molecule/config.yml create --scenario-name cluster
 ansible-playbook playbooks/site.yml -i inventories/demo
 
 echo

@@ -3,9 +3,11 @@
 #
 # The cluster scenarios run the installed tarball, not the checkout: molecule would put an exported checkout path
 # first, so they run without ANSIBLE_COLLECTIONS_PATH. The role scenarios keep it (molecule's prerun installs the
-# checkout through it). `cluster` runs alone; `cluster_debian12` runs beside the single-role scenarios (those wait on
-# package downloads and services more than on the CPU) with its output in its log only. Every scenario runs; the
-# script exits 1 if any failed, after printing the end of each failed scenario's log and the table.
+# checkout through it). Each scenario's molecule.yml is merged over .config/molecule/config.yml, named here so
+# that a copy of the repository without .git (where molecule would not look for it) runs the same. `cluster` runs
+# alone; `cluster_debian12` runs beside the single-role scenarios (those wait on package downloads and services more
+# than on the CPU) with its output in its log only. Every scenario runs; the script exits 1 if any failed, after
+# printing the end of each failed scenario's log and the table.
 set -u
 cd "$(dirname "$0")/.." || exit 2
 logs=build/molecule
@@ -19,10 +21,10 @@ run_scenario() {
     [[ $name == cluster* ]] && env_cmd=(env -u ANSIBLE_COLLECTIONS_PATH)
     start=$(date +%s)
     if [[ -n $quiet ]]; then
-        "${env_cmd[@]}" molecule test --scenario-name "$name" >"$log" 2>&1
+        "${env_cmd[@]}" molecule --base-config .config/molecule/config.yml test --scenario-name "$name" >"$log" 2>&1
         rc=$?
     else
-        "${env_cmd[@]}" molecule test --scenario-name "$name" 2>&1 | tee "$log"
+        "${env_cmd[@]}" molecule --base-config .config/molecule/config.yml test --scenario-name "$name" 2>&1 | tee "$log"
         rc=${PIPESTATUS[0]}
     fi
     printf '%s %s %s\n' "$name" "$rc" "$(($(date +%s) - start))" >>"$logs/results"

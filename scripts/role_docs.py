@@ -28,7 +28,7 @@ END = '<!-- END VARIABLES -->'
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ROLES_DIR = REPO_ROOT / 'roles'
 # Entry points in this order first, the rest alphabetically.
-ENTRY_POINT_ORDER = ('main', 'os_vars', 'install', 'munge', 'node_facts')
+ENTRY_POINT_ORDER = ('main', 'setup', 'packages', 'os_vars', 'install', 'munge', 'node_facts')
 
 
 class DocsError(Exception):

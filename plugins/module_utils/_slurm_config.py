@@ -74,17 +74,23 @@ def parse_real_memory_percent(value: t.Any) -> int:
     return percent
 
 
+def parse_gpu_type(host: str, gpu_type: t.Any) -> t.Optional[str]:
+    """gpu_type as a string of letters, digits, '_' and '-' (a GRES type), or None when unset."""
+    if gpu_type in (None, ''):
+        return None
+    gpu_type = str(gpu_type)
+    if not gpu_type.replace('_', '').replace('-', '').isalnum():
+        raise ValueError(f"host '{host}': gpu_type {gpu_type!r} may hold only letters, digits, '_' and '-'")
+    return gpu_type
+
+
 def gres_string(host: str, gpu_count: t.Any, gpu_type: t.Any) -> t.Optional[str]:
     """`gpu:<type>:<count>`, `gpu:<count>` or None for a node without GPUs."""
     count = parse_gpu_count(host, gpu_count)
     if count == 0:
         return None
-    if gpu_type in (None, ''):
-        return f'gpu:{count}'
-    gpu_type = str(gpu_type)
-    if not gpu_type.replace('_', '').replace('-', '').isalnum():
-        raise ValueError(f"host '{host}': gpu_type {gpu_type!r} may hold only letters, digits, '_' and '-'")
-    return f'gpu:{gpu_type}:{count}'
+    gpu_type = parse_gpu_type(host, gpu_type)
+    return f'gpu:{count}' if gpu_type is None else f'gpu:{gpu_type}:{count}'
 
 
 def node_hardware(host: str, facts: t.Mapping[str, t.Any], real_memory_percent: t.Any,

@@ -97,10 +97,13 @@ ROLE_CASES = [
         readme_mentions=frozenset({'llmforge.cluster.lustre_client', 'infiniband_ipoib_networks', 'llmforge-checkpoint-prune'}),
     ),
     RoleCase(
-        name='packages',
-        entry_points=frozenset({'main', 'apt_cache'}),
+        name='common',
+        entry_points=frozenset({'main', 'setup', 'packages', 'apt_cache', 'apt_source'}),
         full_entry_point='main',
-        readme_mentions=frozenset({'Internal role', 'llmforge.cluster.packages'}),
+        required={'apt_source': frozenset({'common_apt_source_name', 'common_apt_source_uris', 'common_apt_source_suites',
+                                           'common_apt_source_signed_by'})},
+        readme_mentions=frozenset({'Internal role', 'llmforge.cluster.common', 'common_in_container',
+                                   'Refresh the apt package index', 'Rebuild the initramfs', 'gpu_profile'}),
     ),
     RoleCase(
         name='node_programs',

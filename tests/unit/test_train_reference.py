@@ -318,7 +318,7 @@ JOB_VARS = {
     'training_env_job_gpus_per_node': 8, 'training_env_job_time_limit': '00:30:00',
     'training_env_job_signal_seconds': 120, 'training_env_job_partition': 'gpu',
     'training_env_job_run_root': '/shared/llmforge/runs', 'training_env_job_args': ['--steps', '200', '--ckpt-every-steps', '50'],
-    '__training_env_dir': '/opt/llmforge/train',
+    '_training_env_dir': '/opt/llmforge/train',
 }
 
 
@@ -369,7 +369,7 @@ def batch_job(tmp_path):
     for folder in (bin_dir, env_dir / 'bin', run_root):
         folder.mkdir(parents=True)
     script = tmp_path / 'llmforge-train.sbatch'
-    script.write_text(render(__training_env_dir=str(env_dir), training_env_job_run_root=str(run_root)))
+    script.write_text(render(_training_env_dir=str(env_dir), training_env_job_run_root=str(run_root)))
     # Like srun: log its arguments, drop its own options, become the task (so signals reach it directly).
     executable(bin_dir / 'srun', textwrap.dedent(f'''\
         #!/bin/bash

@@ -7,14 +7,13 @@ from __future__ import annotations
 import os
 
 import pytest
-import testinfra
+
+from scenario_helpers import docker_hosts
 
 # The scenario's containers: controller, first and second GPU node (cluster: ctl1,gpu1,gpu2; others name theirs).
 CONTROLLER, FIRST, SECOND = (os.environ.get('LLMFORGE_CLUSTER_HOSTS') or 'ctl1,gpu1,gpu2').split(',')
 NODES = (FIRST, SECOND)
 ALL_HOSTS = (CONTROLLER,) + NODES
-PROJECT = os.environ.get('MOLECULE_PROJECT_DIRECTORY') or os.path.abspath(
-    os.path.join(os.path.dirname(__file__), '..', '..', '..'))
 # The simulated hardware molecule/resources/prepare.yml gives each GPU node; the demo inventory points the
 # validators (validate_*) and the health check (slurm_node_health_check_*) at it.
 SIM = '/usr/local/share/llmforge-sim'
@@ -24,7 +23,7 @@ SIM_NVIDIA_SMI = '/usr/bin/nvidia-smi'
 
 @pytest.fixture(scope='module')
 def hosts():
-    return {name: testinfra.get_host(f'docker://{name}') for name in ALL_HOSTS}
+    return docker_hosts(ALL_HOSTS)
 
 
 @pytest.fixture(scope='module')

@@ -11,16 +11,13 @@ import subprocess
 import urllib.parse
 
 import pytest
-import testinfra
 import yaml
 
-from scenario_helpers import wait_for
+from scenario_helpers import PROJECT, docker_hosts, wait_for
 
 MONITOR = 'mon1'
 NODES = ('node1', 'node2')
 ALL_HOSTS = (MONITOR,) + NODES
-PROJECT = os.environ.get('MOLECULE_PROJECT_DIRECTORY') or os.path.abspath(
-    os.path.join(os.path.dirname(__file__), '..', '..', '..'))
 TEXTFILE_DIR = '/var/lib/node_exporter/textfile'
 WEBHOOK_LOG = '/var/tmp/alerts.log'
 ALERT_TESTS_DIR = '/var/tmp/llmforge-alerts'
@@ -46,7 +43,7 @@ print(urllib.request.urlopen(request, timeout=10).read().decode())
 
 @pytest.fixture(scope='module')
 def hosts():
-    return {name: testinfra.get_host(f'docker://{name}') for name in ALL_HOSTS}
+    return docker_hosts(ALL_HOSTS)
 
 
 @pytest.fixture(scope='module')

@@ -13,7 +13,12 @@ import subprocess
 import time
 import typing as t
 
+import testinfra
+
 RECAP = re.compile(r'^(\S+)\s+:\s+(ok=.*)$', re.M)
+# The repository: Molecule names it; run by hand, it is three directories up from here, as from any scenario's tests.
+PROJECT = os.environ.get('MOLECULE_PROJECT_DIRECTORY') or os.path.abspath(
+    os.path.join(os.path.dirname(__file__), '..', '..', '..'))
 
 
 def run_playbook(*args: str, playbook: t.Optional[str] = None, timeout: int = 600) -> subprocess.CompletedProcess:
@@ -23,6 +28,11 @@ def run_playbook(*args: str, playbook: t.Optional[str] = None, timeout: int = 60
         ['ansible-playbook', playbook, '-i', os.environ['MOLECULE_INVENTORY_FILE'], *args],
         capture_output=True, text=True, timeout=timeout, check=False,
         env=dict(os.environ, ANSIBLE_FORCE_COLOR='0', ANSIBLE_NOCOLOR='1'))
+
+
+def docker_hosts(names: t.Iterable[str]) -> dict[str, t.Any]:
+    """The scenario's containers as testinfra hosts, by name."""
+    return {name: testinfra.get_host(f'docker://{name}') for name in names}
 
 
 def said(result: subprocess.CompletedProcess) -> str:

@@ -1,0 +1,82 @@
+# Copyright: (c) 2026, llmforge.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The roles share one scaffold (llmforge.cluster.common) and one set of naming rules.
+
+What every role repeats lives in common only: loading vars/ per OS, deciding whether the host is a container, the apt
+refresh and apt sources. A role reads another role's public variables, never its _<role>_ names; __ marks registered
+results only; preflight runs under every tag; per-OS task files end in the package manager's name.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+ROLES_DIR = REPO / 'roles'
+ROLES = sorted(path.name for path in ROLES_DIR.iterdir() if (path / 'tasks').is_dir())
+SCAFFOLD = 'common'
+
+
+def _role_files(role: str, suffixes: tuple[str, ...] = ('.yml', '.j2')) -> list[Path]:
+    return sorted(path for path in (ROLES_DIR / role).rglob('*') if path.is_file() and path.suffix in suffixes)
+
+
+def _text(role: str) -> str:
+    """The role's YAML and templates without their comments."""
+    text = '\n'.join(path.read_text(encoding='utf-8') for path in _role_files(role))
+    text = re.sub(r'\{#.*?#\}', '', text, flags=re.S)
+    return re.sub(r'^\s*#[^\n]*', '', text, flags=re.M)
+
+
+@pytest.mark.parametrize('role', ROLES)
+def test_a_role_reads_no_private_name_of_another_role(role):
+    others = '|'.join(re.escape(other) for other in ROLES if other != role)
+    found = sorted(set(re.findall(rf'(?<![\w.])_{{1,2}}(?:{others})_\w+', _text(role))))
+    assert not found, f'roles/{role} reads private names of other roles: {found}'
+
+
+@pytest.mark.parametrize('role', ROLES)
+def test_double_underscore_names_are_registered_results(role):
+    text = _text(role)
+    registered = set(re.findall(r'^\s*register:\s*(__\w+)', text, re.M))
+    used = set(re.findall(r'(?<![\w.])(__[a-z]\w*[a-z0-9])(?!\w)', text))
+    assert not used - registered, f'roles/{role}: __ names that no task registers: {sorted(used - registered)}'
+
+
+@pytest.mark.parametrize('role', [role for role in ROLES if role != SCAFFOLD])
+def test_only_the_scaffold_loads_os_files_and_detects_containers(role):
+    text = _text(role)
+    for pattern in ('include_vars', 'first_found', 'containerd', 'update_cache', 'deb822_repository'):
+        assert pattern not in text, f'roles/{role} does itself what llmforge.cluster.common does ({pattern})'
+
+
+@pytest.mark.parametrize('role', [role for role in ROLES if (ROLES_DIR / role / 'tasks' / 'preflight.yml').exists()])
+def test_preflight_runs_under_every_tag(role):
+    tasks = yaml.safe_load((ROLES_DIR / role / 'tasks' / 'main.yml').read_text(encoding='utf-8'))
+    imports = [task for task in tasks if task.get('ansible.builtin.import_tasks') == 'preflight.yml']
+    assert len(imports) == 1, f'roles/{role}/tasks/main.yml imports preflight.yml {len(imports)} times'
+    assert imports[0].get('tags') == [f'{role}_preflight', 'always']
+
+
+@pytest.mark.parametrize('role', [role for role in ROLES if (ROLES_DIR / role / 'tasks' / 'os_vars.yml').exists()])
+def test_os_names_come_from_the_scaffold_under_every_tag(role):
+    tasks = yaml.safe_load((ROLES_DIR / role / 'tasks' / 'os_vars.yml').read_text(encoding='utf-8'))
+    setup = [task['ansible.builtin.include_role'] for task in tasks
+             if (task.get('ansible.builtin.include_role') or {}).get('tasks_from') == 'setup']
+    assert len(setup) == 1 and setup[0]['name'] == f'llmforge.cluster.{SCAFFOLD}'
+    assert setup[0].get('apply', {}).get('tags') == ['always']
+
+
+def test_per_os_task_files_are_named_after_the_package_manager():
+    family_named = sorted(str(path.relative_to(REPO)) for path in ROLES_DIR.glob('*/tasks/*.yml')
+                          if re.search(r'_(Debian|RedHat|Ubuntu)\.yml$', path.name))
+    assert not family_named, f'per-OS task files go by package manager (_apt.yml, _dnf.yml): {family_named}'
+
+
+def test_the_scaffold_refuses_to_run_on_its_own():
+    tasks = yaml.safe_load((ROLES_DIR / SCAFFOLD / 'tasks' / 'main.yml').read_text(encoding='utf-8'))
+    assert [next(key for key in task if key != 'name') for task in tasks] == ['ansible.builtin.fail']
