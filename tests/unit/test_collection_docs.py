@@ -49,6 +49,7 @@ def test_filter_is_documented(name):
     assert set(docs) >= {'DOCUMENTATION', 'EXAMPLES', 'RETURN'}
     documentation = docs['DOCUMENTATION']
     assert documentation['name'] == name
+    assert documentation.get('author') == 'llmforge.cluster maintainers (@llmforge)', f'{name}: author'
     short = documentation.get('short_description')
     assert isinstance(short, str) and short.strip(), f'{name}: no short_description'
     assert not short.endswith('.'), f'{name}: short_description is a title, without a final period'
