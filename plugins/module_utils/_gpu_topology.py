@@ -20,8 +20,11 @@ from ansible_collections.llmforge.cluster.plugins.module_utils._checks import (
 # nvidia-smi topo -m distances, nearest first.
 HOPS = ('NV', 'PIX', 'PXB', 'PHB', 'NODE', 'SYS')
 _ANSI_ESCAPE = re.compile(r'\x1b\[[0-9;]*[A-Za-z]')
-_NVLINK = re.compile(r'^NV(\d+)$')
-_DEVICE = re.compile(r'^(GPU|NIC)\d+$')
+# Bounded, ASCII digits only: a damaged line with a huge or non-ASCII index is not a device.
+_NVLINK = re.compile(r'^NV([0-9]{1,4})$')
+_DEVICE = re.compile(r'^(GPU|NIC)[0-9]{1,4}$')
+# Readings of -q -x are at most a few million (MiB, W, counts); more digits than this is a damaged value.
+_MAX_DIGITS = 20
 # Active clock-event reasons that mean the hardware is protecting itself, not idling or capped by software.
 SLOWDOWN_REASONS = ('hw_slowdown', 'hw_thermal_slowdown', 'hw_power_brake_slowdown', 'sw_thermal_slowdown')
 
@@ -129,12 +132,22 @@ def _text(node: t.Optional[ET.Element], path: str) -> t.Optional[str]:
     return None if value in ('', 'N/A', '[N/A]', 'Unknown Error') else value
 
 
-def _number(value: t.Optional[str], cast: t.Callable[[str], t.Any] = int) -> t.Any:
-    """`143771 MiB` -> 143771, `16x` -> 16, `700.00 W` -> 700.0; None when absent or N/A."""
+def _number(value: t.Optional[str], cast: t.Callable[[str], t.Any] = int, field: str = 'a value') -> t.Any:
+    """`143771 MiB` -> 143771, `16x` -> 16, `700.00 W` -> 700.0; None when absent or N/A.
+
+    A number with more than _MAX_DIGITS digits before the point is a damaged reading: GpuTopologyError naming the field.
+    """
     if value is None:
         return None
-    match = re.match(r'^-?\d+(\.\d+)?', value)
+    match = re.match(r'^-?([0-9]+)(\.[0-9]+)?', value)
+    if match and len(match.group(1)) > _MAX_DIGITS:
+        raise GpuTopologyError(f'nvidia-smi -q -x: {field} is not a plausible number: {value[:60]!r}')
     return cast(float(match.group(0))) if match else None
+
+
+def _field(node: t.Optional[ET.Element], path: str, cast: t.Callable[[str], t.Any] = int) -> t.Any:
+    """The number at `path` under `node` (see _number), the path named when it is damaged."""
+    return _number(_text(node, path), cast, path)
 
 
 def _enabled(value: t.Optional[str]) -> t.Optional[bool]:
@@ -158,13 +171,13 @@ def _ecc_counts(gpu: ET.Element, scope: str) -> tuple[t.Optional[int], t.Optiona
     base = gpu.find(f'ecc_errors/{scope}')
     if base is None:
         return None, None
-    uncorrected = _sum_present(_number(_text(base, tag)) for tag in (
+    uncorrected = _sum_present(_field(base, tag) for tag in (
         'dram_uncorrectable', 'sram_uncorrectable', 'sram_uncorrectable_parity', 'sram_uncorrectable_secded'))
-    corrected = _sum_present(_number(_text(base, tag)) for tag in ('dram_correctable', 'sram_correctable'))
+    corrected = _sum_present(_field(base, tag) for tag in ('dram_correctable', 'sram_correctable'))
     if uncorrected is None and corrected is None:
         # Drivers before R525 report single_bit/double_bit totals.
-        uncorrected = _number(_text(base, 'double_bit/total'))
-        corrected = _number(_text(base, 'single_bit/total'))
+        uncorrected = _field(base, 'double_bit/total')
+        corrected = _field(base, 'single_bit/total')
     return uncorrected, corrected
 
 
@@ -183,7 +196,7 @@ def _gpu_facts(index: int, gpu: ET.Element) -> dict[str, t.Any]:
         'uuid': _text(gpu, 'uuid'),
         'serial': _text(gpu, 'serial'),
         'pci_bus_id': _text(gpu, 'pci/pci_bus_id') or gpu.get('id'),
-        'memory_total_mib': _number(_text(gpu, 'fb_memory_usage/total')),
+        'memory_total_mib': _field(gpu, 'fb_memory_usage/total'),
         'persistence_mode': _enabled(_text(gpu, 'persistence_mode')),
         'ecc_enabled': _enabled(_text(gpu, 'ecc_mode/current_ecc')),
         'ecc_uncorrected_volatile': uncorrected,
@@ -191,12 +204,12 @@ def _gpu_facts(index: int, gpu: ET.Element) -> dict[str, t.Any]:
         'remapped_rows_pending': _enabled(_text(gpu, 'remapped_rows/remapped_row_pending')),
         'remapped_rows_failure': _enabled(_text(gpu, 'remapped_rows/remapped_row_failure')),
         'mig_enabled': _enabled(_text(gpu, 'mig_mode/current_mig')),
-        'pcie_gen_current': _number(_text(gpu, 'pci/pci_gpu_link_info/pcie_gen/current_link_gen')),
-        'pcie_gen_max': _number(_text(gpu, 'pci/pci_gpu_link_info/pcie_gen/max_link_gen')),
-        'pcie_width_current': _number(_text(gpu, 'pci/pci_gpu_link_info/link_widths/current_link_width')),
-        'pcie_width_max': _number(_text(gpu, 'pci/pci_gpu_link_info/link_widths/max_link_width')),
-        'temperature_c': _number(_text(gpu, 'temperature/gpu_temp')),
-        'power_limit_w': _number(power, float),
+        'pcie_gen_current': _field(gpu, 'pci/pci_gpu_link_info/pcie_gen/current_link_gen'),
+        'pcie_gen_max': _field(gpu, 'pci/pci_gpu_link_info/pcie_gen/max_link_gen'),
+        'pcie_width_current': _field(gpu, 'pci/pci_gpu_link_info/link_widths/current_link_width'),
+        'pcie_width_max': _field(gpu, 'pci/pci_gpu_link_info/link_widths/max_link_width'),
+        'temperature_c': _field(gpu, 'temperature/gpu_temp'),
+        'power_limit_w': _number(power, float, 'power_limit'),
         'recovery_action': _text(gpu, 'gpu_recovery_action'),
         'clocks_event_reasons': active,
     }
@@ -204,12 +217,16 @@ def _gpu_facts(index: int, gpu: ET.Element) -> dict[str, t.Any]:
 
 def parse_smi_xml(text: str) -> dict[str, t.Any]:
     """Driver/CUDA versions and per-GPU facts from `nvidia-smi -q -x`."""
-    if not text or not text.strip():
+    if isinstance(text, bytes):
+        text = text.decode('utf-8', 'replace')
+    if not isinstance(text, str) or not text.strip():
         raise GpuTopologyError('nvidia-smi -q -x printed nothing')
+    # Characters that cannot be encoded (lone surrogates of undecodable bytes) become '?' before the XML parser sees them.
+    text = text.encode('utf-8', 'replace').decode('utf-8')
     # The DOCTYPE names a DTD file that is never fetched; ElementTree ignores it.
     try:
         root = ET.fromstring(text)
-    except ET.ParseError as err:
+    except (ET.ParseError, ValueError, LookupError, RecursionError) as err:
         raise GpuTopologyError(f'nvidia-smi -q -x printed malformed XML: {err}') from None
     if root.tag != 'nvidia_smi_log':
         raise GpuTopologyError(f"nvidia-smi -q -x: expected <nvidia_smi_log>, found <{root.tag}>")
@@ -217,7 +234,7 @@ def parse_smi_xml(text: str) -> dict[str, t.Any]:
     return {
         'driver_version': _text(root, 'driver_version'),
         'cuda_version': _text(root, 'cuda_version'),
-        'attached_gpus': _number(_text(root, 'attached_gpus')),
+        'attached_gpus': _field(root, 'attached_gpus'),
         'gpus': gpus,
     }
 

@@ -11,6 +11,7 @@ size, so bandwidth is judged at the plateau: the best out-of-place busbw over th
 
 from __future__ import annotations
 
+import math
 import re
 import typing as t
 
@@ -27,6 +28,9 @@ _DEVICE = re.compile(r'^#\s+Rank\s+(\d+)\s+Group\s+(\d+)\s+Pid\s+(\d+)\s+on\s+(\
 _OUT_OF_BOUNDS = re.compile(r'^#\s*Out of bounds values\s*:\s*(\d+)')
 _AVG_BUSBW = re.compile(r'^#\s*Avg bus bandwidth\s*:\s*(\S+)')
 _ROW_START = re.compile(r'^\s*\d+\s')
+# More digits than any size, count, rank or status nccl-tests prints: a damaged value.
+_MAX_DIGITS = 20
+_WHOLE = re.compile(rf'^[-+]?[0-9]{{1,{_MAX_DIGITS}}}$')
 _RECORDED_EXIT = re.compile(r'^\[rc=(-?\d+)\]\s*$')
 # Lines nccl-tests prints when something went wrong: the FAILED verdicts and the `Test failure` family
 # (`Test failure`, `Test NCCL failure`, `Test CUDA failure`).
@@ -40,8 +44,16 @@ class NcclTestsError(ValueError):
 
 def nccl_version_string(code: str) -> str:
     """`22809` (NCCL_VERSION_CODE: major*10000 + minor*100 + patch) as `2.28.9`."""
-    value = int(code)
+    value = _integer(code, 'the nccl-library version code')
     return f'{value // 10000}.{value // 100 % 100}.{value % 100}'
+
+
+def _integer(text: str, what: str, line_no: t.Optional[int] = None) -> int:
+    """A whole number of at most _MAX_DIGITS digits; NcclTestsError naming the field (and line) otherwise."""
+    where = f'line {line_no}: ' if line_no is not None else ''
+    if not _WHOLE.match(text):
+        raise NcclTestsError(f'{where}{what} {text[:40]!r} is not a plausible whole number')
+    return int(text)
 
 
 def _number(text: str, line_no: int, line: str) -> float:
@@ -54,7 +66,10 @@ def _number(text: str, line_no: int, line: str) -> float:
 def _wrong(text: str, line_no: int, line: str) -> t.Optional[int]:
     if text == 'N/A':
         return None
-    return int(_number(text, line_no, line))
+    value = _number(text, line_no, line)
+    if not math.isfinite(value) or abs(value) >= 10 ** _MAX_DIGITS:
+        raise NcclTestsError(f'line {line_no}: #wrong {text[:40]!r} is not a count of elements in the result row {line.strip()[:200]!r}')
+    return int(value)
 
 
 def _parse_row(line: str, line_no: int) -> dict[str, t.Any]:
@@ -62,10 +77,9 @@ def _parse_row(line: str, line_no: int) -> dict[str, t.Any]:
     if len(fields) != 13:
         raise NcclTestsError(f'line {line_no}: a result row has 13 columns (size count type redop root and '
                              f'time algbw busbw #wrong twice), got {len(fields)}: {line.strip()!r}')
-    try:
-        size, count, root = int(fields[0]), int(fields[1]), int(fields[4])
-    except ValueError:
-        raise NcclTestsError(f'line {line_no}: size, count and root must be integers: {line.strip()!r}') from None
+    if not all(_WHOLE.match(field) for field in (fields[0], fields[1], fields[4])):
+        raise NcclTestsError(f'line {line_no}: size, count and root must be integers: {line.strip()[:200]!r}')
+    size, count, root = int(fields[0]), int(fields[1]), int(fields[4])
 
     def place(offset: int) -> dict[str, t.Any]:
         return {'time_us': _number(fields[offset], line_no, line),
@@ -98,7 +112,7 @@ def parse_output(text: str, stderr: str = '') -> dict[str, t.Any]:
         recorded = _RECORDED_EXIT.match(line)
         if recorded:
             # The shared captures end with the exit status the capture script saw.
-            facts['recorded_exit_code'] = int(recorded.group(1))
+            facts['recorded_exit_code'] = _integer(recorded.group(1), 'the recorded exit status', line_no)
         elif _ROW_START.match(line):
             facts['rows'].append(_parse_row(line, line_no))
         elif _ERRORISH.search(line):
@@ -130,12 +144,13 @@ def _parse_comment(line: str, facts: dict[str, t.Any]) -> None:
         return
     match = _DEVICE.match(line)
     if match:
-        facts['devices'].append({'rank': int(match.group(1)), 'host': match.group(4), 'device': int(match.group(5)),
+        facts['devices'].append({'rank': _integer(match.group(1), 'the rank'), 'host': match.group(4),
+                                 'device': _integer(match.group(5), 'the device'),
                                  'bus_id': match.group(6), 'name': match.group(7)})
         return
     match = _OUT_OF_BOUNDS.match(line)
     if match:
-        facts['out_of_bounds'] = int(match.group(1))
+        facts['out_of_bounds'] = _integer(match.group(1), 'the out-of-bounds count')
         return
     match = _AVG_BUSBW.match(line)
     if match:
