@@ -37,6 +37,8 @@ def _distinct_nodes(nodes: t.Iterable[str]) -> list[str]:
     """Return the nodes without repeats, first occurrence first, raising ValueError for a non-name."""
     if isinstance(nodes, (str, bytes)):
         raise ValueError(f'expected a list of node names, got the single string {nodes!r}')
+    if not isinstance(nodes, t.Iterable) or isinstance(nodes, t.Mapping):
+        raise ValueError(f'expected a list of node names, got {nodes!r}')
     seen = {}
     for node in nodes:
         if not isinstance(node, str) or not node:
@@ -96,7 +98,7 @@ def _whole_seconds(value: object) -> int:
     except ValueError:
         try:
             return int(float(str(value)))
-        except ValueError:
+        except (ValueError, OverflowError):
             raise ValueError(f'duration {value!r} is not a number of seconds') from None
 
 
@@ -120,12 +122,26 @@ def round_commands(tests: t.Iterable[dict], node: str, devices: t.Sequence[str],
             raise ValueError(f'{node} has no rail {rail!r}: its rails are {list(devices)}')
         return devices[rail]
 
-    tests = list(tests)
+    if isinstance(devices, (str, bytes)) or not isinstance(devices, t.Sequence):
+        raise ValueError(f'the rail devices of {node} must be a list, got {devices!r}')
+    if not isinstance(addresses, t.Mapping):
+        raise ValueError(f'the server addresses must be a mapping of node to address, got {addresses!r}')
+    tests = [_checked_test(test) for test in tests]
+    for test in tests:
+        if test['client'] == node and test['server'] not in addresses:
+            raise ValueError(f"no address for server {test['server']!r} of test {test!r}")
     servers = [dict(test, argv=perftest_argv(perftest, device(test), test['port'], duration))
                for test in tests if test['server'] == node]
     clients = [dict(test, argv=perftest_argv(perftest, device(test), test['port'], duration, addresses[test['server']]))
                for test in tests if test['client'] == node]
     return {'servers': servers, 'clients': clients}
+
+
+def _checked_test(test: object) -> dict:
+    """A planned test with the keys round_commands reads."""
+    if not isinstance(test, dict) or not all(key in test for key in ('client', 'server', 'rail', 'port')):
+        raise ValueError(f'planned test {test!r} is not a dict with client, server, rail and port')
+    return test
 
 
 # results ---------------------------------------------------------------------
@@ -140,6 +156,9 @@ def _checked_result(result: object) -> dict:
             raise ValueError(f'result {result!r} has no {key!r}')
     if result['status'] not in STATUSES:
         raise ValueError(f"result {result!r} has status {result['status']!r}; expected one of {', '.join(STATUSES)}")
+    for key in ('client', 'server'):
+        if not isinstance(result[key], str) or not result[key]:
+            raise ValueError(f'result {result!r} has {key} {result[key]!r}, not a node name')
     if not _is_int(result['rail']) or result['rail'] < 0:
         raise ValueError(f"result {result!r} has rail {result['rail']!r}, not a whole number >= 0")
     return result

@@ -40,7 +40,7 @@ def problems(host: str, values: t.Mapping[str, t.Any]) -> list[str]:
     gpu_type = _checked(found, parse_gpu_type, host, given.get('gpu_type'))
     gpu_count = _checked(found, parse_gpu_count, host, given['gpu_count']) if 'gpu_count' in given else None
     profile = given.get('gpu_profile') or None
-    if profile is not None and profile not in _gpu_topology.PROFILES:
+    if profile is not None and (not isinstance(profile, str) or profile not in _gpu_topology.PROFILES):
         found.append(f"host '{host}': gpu_profile {profile!r} is not a gpu_topology profile; known profiles: "
                      f"{', '.join(sorted(_gpu_topology.PROFILES))}")
         profile = None

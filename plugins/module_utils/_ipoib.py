@@ -172,6 +172,12 @@ def compute_addresses(networks: t.Any, hosts: t.Sequence[str], node_indexes: t.O
     management_interfaces: host -> interface of its default route, which no rail may take over.
     """
     rails = parse_rails(networks, mtu, mode)
+    if isinstance(hosts, (str, bytes)) or not isinstance(hosts, (list, tuple)) or not all(isinstance(host, str) for host in hosts):
+        raise ValueError(f'the hosts of group {group} ({GROUP_VAR}) must be a list of host names, got {hosts!r}')
+    for name, value in ((INDEX_VAR, node_indexes), ('the management addresses', management),
+                        ('the management interfaces', management_interfaces)):
+        if value is not None and not isinstance(value, t.Mapping):
+            raise ValueError(f'{name} must be a mapping of host to value, got {value!r}')
     hosts = list(hosts)
     if only is not None and only not in hosts:
         raise ValueError(f'{only} is not in group {group} ({GROUP_VAR}), whose hosts get IPoIB addresses')
@@ -182,7 +188,9 @@ def compute_addresses(networks: t.Any, hosts: t.Sequence[str], node_indexes: t.O
     for rail in rails:
         start = int(rail.network.first) + offset
         if start < rail.first:
-            raise ValueError(f'{OFFSET_VAR} {offset} puts index 0 on {netaddr.IPAddress(start, rail.network.version)}, '
+            # A negative start is no address at all (netaddr refuses to build one): say so instead.
+            place = f'on {netaddr.IPAddress(start, rail.network.version)}' if start >= 0 else 'before the first address'
+            raise ValueError(f'{OFFSET_VAR} {offset} puts index 0 {place}, '
                              f'below the first usable address of {rail.label}.cidr {rail.network}')
         if highest >= 0 and start + highest > rail.last:
             usable = max(rail.last - start + 1, 0)

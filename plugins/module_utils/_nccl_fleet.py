@@ -139,6 +139,8 @@ def plan_retest_runs(verdicts: t.Sequence[t.Mapping[str, t.Any]], gpus: t.Mappin
 
 
 def _run_key(run: t.Mapping[str, t.Any], index: int) -> tuple[str, str, tuple[str, ...]]:
+    if not isinstance(run, t.Mapping):
+        raise NcclFleetError(f'runs[{index}] must be a mapping, got {run!r}')
     for key in ('test', 'kind', 'nodes', 'result'):
         if key not in run:
             raise NcclFleetError(f'runs[{index}] has no {key!r}')
@@ -147,6 +149,11 @@ def _run_key(run: t.Mapping[str, t.Any], index: int) -> tuple[str, str, tuple[st
     nodes = run['nodes']
     if not isinstance(nodes, (list, tuple)) or not nodes or not all(isinstance(node, str) for node in nodes):
         raise NcclFleetError(f'runs[{index}].nodes must be a list of node names')
+    result = run['result']
+    if result is not None and not isinstance(result, t.Mapping):
+        raise NcclFleetError(f'runs[{index}].result must be a mapping (a registered nccl_tests result), got {result!r}')
+    if isinstance(result, t.Mapping) and not isinstance(result.get('checks', []), list):
+        raise NcclFleetError(f"runs[{index}].result.checks must be a list, got {result.get('checks')!r}")
     return str(run['test']), run['kind'], tuple(nodes)
 
 
@@ -171,6 +178,10 @@ def judge_tests(runs: t.Sequence[t.Mapping[str, t.Any]], thresholds: t.Mapping[s
                 tolerance_pct: float) -> list[dict[str, t.Any]]:
     """One verdict per (test, kind, nodes): median busbw over its repeats against the threshold and the fleet."""
     check_tolerance(tolerance_pct)
+    if isinstance(runs, (str, bytes)) or not isinstance(runs, t.Sequence):
+        raise NcclFleetError(f'runs must be a list of registered runs, got {runs!r}')
+    if not isinstance(thresholds, t.Mapping):
+        raise NcclFleetError(f'thresholds must map each test to its single/pair GB/s, got {thresholds!r}')
     groups: dict[tuple[str, str, tuple[str, ...]], list[t.Mapping[str, t.Any]]] = {}
     for index, run in enumerate(runs):
         groups.setdefault(_run_key(run, index), []).append(run['result'] or {})
@@ -193,7 +204,7 @@ def judge_tests(runs: t.Sequence[t.Mapping[str, t.Any]], thresholds: t.Mapping[s
         floor = _threshold(thresholds, test, kind)
         median_of_fleet = fleet.get((test, _family(kind)))
         problems = []
-        broken = [c for r in results for c in r.get('checks', []) if c.get('status') == FAIL and c.get('name') != 'busbw']
+        broken = [c for r in results for c in r.get('checks', []) if isinstance(c, t.Mapping) and c.get('status') == FAIL and c.get('name') != 'busbw']
         if broken or any(r.get('failed') for r in results):
             first = broken[0] if broken else {'name': 'run', 'message': next((r.get('msg') for r in results if r.get('failed')), 'failed')}
             problems.append(('run', f"{first['name']}: {first.get('message')}"))

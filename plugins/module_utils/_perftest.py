@@ -46,6 +46,9 @@ _DEVICE = re.compile(r'\bDevice\s*:\s*(\S+)')
 _LINK_TYPE = re.compile(r'^\s*Link type\s*:\s*(\S+)')
 _ERROR_LINE = re.compile(r"couldn't|unable|failed|error", re.IGNORECASE)
 
+# More digits than any byte count, iteration count or bandwidth perftest prints: a damaged row.
+_MAX_DIGITS = 20
+
 NO_ROWS_MESSAGE = 'no result rows in perftest output'
 
 
@@ -53,8 +56,15 @@ class PerftestError(ValueError):
     """perftest output that holds no bandwidth result, or holds one that cannot be read."""
 
 
-def _to_gbps(value: str, unit: str) -> float:
-    return float(value) * _UNIT_TO_GBPS[unit]
+def _checked(value: str, field: str, line: str) -> str:
+    """`value` when its whole part has at most _MAX_DIGITS digits; a longer one is damaged output, not a measurement."""
+    if len(value.lstrip('+-').split('.', 1)[0]) > _MAX_DIGITS:
+        raise PerftestError(f'perftest {field} {value[:40]!r} is not a plausible number in the result row {line.strip()[:200]!r}')
+    return value
+
+
+def _to_gbps(value: str, unit: str, field: str, line: str) -> float:
+    return float(_checked(value, field, line)) * _UNIT_TO_GBPS[unit]
 
 
 def _header_unit(match: t.Match[str], line: str) -> str:
@@ -89,11 +99,11 @@ def parse_bw(text: str) -> dict:
             row = (_QOS_ROW if qos_columns else _ROW).match(line)
             if row:
                 rows.append({
-                    'bytes': int(row.group('bytes')),
-                    'iterations': int(row.group('iterations')),
-                    'peak_gbps': _to_gbps(row.group('peak'), unit),
-                    'average_gbps': _to_gbps(row.group('average'), unit),
-                    'msg_rate_mpps': float(row.group('rate')),
+                    'bytes': int(_checked(row.group('bytes'), '#bytes', line)),
+                    'iterations': int(_checked(row.group('iterations'), '#iterations', line)),
+                    'peak_gbps': _to_gbps(row.group('peak'), unit, 'BW peak', line),
+                    'average_gbps': _to_gbps(row.group('average'), unit, 'BW average', line),
+                    'msg_rate_mpps': float(_checked(row.group('rate'), 'MsgRate', line)),
                 })
                 continue
         if test is None:

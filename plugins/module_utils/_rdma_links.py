@@ -106,12 +106,19 @@ def _check_values(want: dict[str, t.Any]) -> None:
 # --- reading sysfs --------------------------------------------------------------------------------
 
 def _read(path: str) -> t.Optional[str]:
-    """A sysfs attribute's text, or None when it is absent or the kernel refuses to read it."""
+    """A sysfs attribute's text, or None when it is absent or the kernel refuses to read it.
+
+    Bytes that are not UTF-8 are replaced (U+FFFD); a NUL byte is never in a sysfs attribute the kernel prints,
+    so one there is a malformed value: RdmaLinksError naming the file.
+    """
     try:
         with open(path, encoding='utf-8', errors='replace') as handle:
-            return handle.read().strip()
+            text = handle.read().strip()
     except OSError:
         return None
+    if '\x00' in text:
+        raise RdmaLinksError(f'{path} holds a NUL byte: {text[:60]!r} is not a value the kernel prints')
+    return text
 
 
 def _listdir(path: str) -> list[str]:

@@ -39,12 +39,14 @@ def node_group_members(node_groups: t.Sequence[str], groups: t.Mapping[str, t.Se
 
 
 def _require_int(host: str, facts: t.Mapping[str, t.Any], key: str) -> int:
+    if not isinstance(facts, t.Mapping):
+        raise ValueError(f"host '{host}': its facts must be a mapping, got {type(facts).__name__}; gather facts on it first")
     value = facts.get(key)
     if value is None or isinstance(value, bool):
         raise ValueError(f"host '{host}': fact '{key}' is missing; gather facts on it first (is it reachable?)")
     try:
         return int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ValueError(f"host '{host}': fact '{key}' is not a number: {value!r}") from None
 
 
@@ -54,7 +56,7 @@ def parse_gpu_count(host: str, gpu_count: t.Any) -> int:
         raise ValueError(f"host '{host}': gpu_count must be a whole number, got {gpu_count!r}")
     try:
         count = int(gpu_count)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ValueError(f"host '{host}': gpu_count must be a whole number, got {gpu_count!r}") from None
     if count < 0:
         raise ValueError(f"host '{host}': gpu_count must not be negative, got {count}")
@@ -67,7 +69,7 @@ def parse_real_memory_percent(value: t.Any) -> int:
         raise ValueError(f'slurm_controller_real_memory_percent must be a whole number, got {value!r}')
     try:
         percent = int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ValueError(f'slurm_controller_real_memory_percent must be a whole number, got {value!r}') from None
     if not 50 <= percent <= 100:
         raise ValueError(f'slurm_controller_real_memory_percent must be between 50 and 100, got {percent}')
@@ -185,5 +187,10 @@ def gres_attrs(host: str, autodetect: t.Optional[str], gpu_type: t.Any, device_p
 def cgroup_constraints(node_cgroups: t.Mapping[str, t.Mapping[str, t.Any]]) -> dict[str, bool]:
     """Constrain cores, RAM and devices only where every node's cgroups allow it."""
     allowed = {'ConstrainCores': 'cores', 'ConstrainRAMSpace': 'memory', 'ConstrainDevices': 'devices'}
+    if not isinstance(node_cgroups, t.Mapping):
+        raise ValueError(f'the nodes\' cgroup facts must be a mapping of host to facts, got {type(node_cgroups).__name__}')
+    for host, facts in node_cgroups.items():
+        if not isinstance(facts, t.Mapping):
+            raise ValueError(f"host '{host}': its cgroup facts must be a mapping, got {facts!r}")
     return {key: bool(node_cgroups) and all(cg.get(fact) is True for cg in node_cgroups.values())
             for key, fact in allowed.items()}

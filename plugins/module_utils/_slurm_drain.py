@@ -38,12 +38,22 @@ def _actual_text(check: t.Mapping[str, t.Any]) -> str:
         return str(check.get('message') or '')
     if isinstance(actual, str):
         return actual
-    return json.dumps(actual, separators=(',', ':'))
+    return json.dumps(actual, separators=(',', ':'), default=str)
+
+
+def _checks(checks: t.Any) -> list[t.Mapping[str, t.Any]]:
+    """The checks of a node's report entry: a list whose items are mappings; ValueError otherwise."""
+    if isinstance(checks, (str, bytes)) or not isinstance(checks, t.Sequence):
+        raise ValueError(f'checks must be a list of check results, got {checks!r}')
+    for item in checks:
+        if not isinstance(item, t.Mapping):
+            raise ValueError(f'a check result must be a mapping, got {item!r}')
+    return list(checks)
 
 
 def drain_reason(checks: t.Iterable[t.Mapping[str, t.Any]]) -> str:
     """`llmforge: <check> <subject> <actual>` of the first failing check; '' when nothing fails."""
-    for item in checks:
+    for item in _checks(checks):
         if item.get('status') == 'fail':
             text = f"{REASON_PREFIX} {item.get('name')} {item.get('subject') or 'node'} {_actual_text(item)}"
             text = re.sub(r'\s+', ' ', text.replace('"', '').replace("'", '')).strip()
@@ -82,6 +92,8 @@ def drain_action(checks: t.Sequence[t.Mapping[str, t.Any]], node: t.Mapping[str,
     `checks` are this run's checks of the node (all validators), `node` is parse_node()'s result.
     """
     reason = drain_reason(checks)
+    if not isinstance(node, t.Mapping):
+        raise ValueError(f"the node's Slurm state must be a mapping (parse_node's result), got {node!r}")
     drained = bool(node.get('drained'))
     old = str(node.get('reason') or '')
     if reason:

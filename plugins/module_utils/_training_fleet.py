@@ -127,7 +127,14 @@ def plan_runs(settings: t.Mapping[str, t.Mapping[str, t.Any]], options: t.Mappin
     Every run is {kind, nodes, repeat, tasks_per_node, gpus_per_node, timeout, label, argv}; single-node runs come
     first, then the all-node run (it needs every node).
     """
+    if not isinstance(options, t.Mapping):
+        raise TrainingFleetError(f'the validate_training options must be a mapping, got {options!r}')
     opts = _options(options)
+    if not isinstance(settings, t.Mapping):
+        raise TrainingFleetError(f'the per-node training settings must be a mapping of node to settings, got {settings!r}')
+    for node, value in settings.items():
+        if not isinstance(node, str) or not isinstance(value, t.Mapping):
+            raise TrainingFleetError(f'the training settings of node {node!r} must be a mapping, got {value!r}')
     ordered = sorted(settings, key=natural_key)
     shapes = {node: node_shape(node, settings[node]) for node in ordered}
     runs = []

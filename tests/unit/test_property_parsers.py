@@ -21,7 +21,7 @@ import pathlib
 import typing as t
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import (
@@ -52,14 +52,16 @@ TOPO = fixtures('gpu/*/topo_m*.txt')
 GPU_WANT = [_gpu_topology.resolve_expectation('h200-sxm-8', None), _gpu_topology.resolve_expectation('h200-1', None)]
 
 
-@examples(600)
+@examples(300)
+@example(SMI_XML[0].decode().replace('<gpu_temp>', '<gpu_temp>' + '1' * 400, 1), GPU_WANT[1])
+@example(SMI_XML[0].replace(b'H200', b'H\xff00').decode('utf-8', 'surrogateescape'), GPU_WANT[1])
 @given(mutated_text(SMI_XML), st.sampled_from(GPU_WANT))
 def test_smi_xml(text, want):
     topo = _gpu_topology.parse_topo_matrix(TOPO[0].decode())
     assert_own_error(lambda: _gpu_topology.evaluate(_gpu_topology.parse_smi_xml(text), topo, want), _gpu_topology.GpuTopologyError)
 
 
-@examples(600)
+@examples(400)
 @given(mutated_text(TOPO), st.sampled_from(GPU_WANT))
 def test_topo_matrix(text, want):
     facts = _gpu_topology.parse_smi_xml(SMI_XML[0].decode())
@@ -72,7 +74,18 @@ PERFTEST = fixtures('perftest/*.txt')
 NCCL = fixtures('nccl-tests/*.txt')
 
 
-@examples(800)
+def _replace_first_row_field(text: str, column: int, value: str) -> str:
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.split()[:1] and line.split()[0].isdigit() and len(line.split()) >= 5)
+    fields = lines[at].split()
+    fields[column] = value
+    lines[at] = '  '.join(fields)
+    return '\n'.join(lines)
+
+
+@examples(600)
+@example(_replace_first_row_field(PERFTEST[0].decode(), 0, '9' * 5000))
+@example(_replace_first_row_field('#bytes #iterations BW peak[Gb/sec] BW average[Gb/sec] MsgRate[Mpps]\n65536 5000 1 1 1\n', 3, '1' * 400))
 @given(mutated_text(PERFTEST))
 def test_perftest(text):
     def call():
@@ -81,7 +94,13 @@ def test_perftest(text):
     assert_own_error(call, _perftest.PerftestError)
 
 
-@examples(800)
+NCCL_8GPU = (FIXTURES / 'nccl-tests' / 'all_reduce_perf_8gpu.txt').read_text()
+
+
+@examples(600)
+@example(_replace_first_row_field(NCCL_8GPU, 8, 'inf'), 100.0)
+@example(_replace_first_row_field(NCCL_8GPU, 12, 'nan'), 100.0)
+@example(_replace_first_row_field(NCCL_8GPU, 0, '1' * 5000), None)
 @given(mutated_text(NCCL), st.sampled_from([None, 100.0]))
 def test_nccl_tests(text, minimum):
     assert_own_error(lambda: _nccl_tests.evaluate(_nccl_tests.parse_output(text), minimum, exit_code=0), _nccl_tests.NcclTestsError)
@@ -97,13 +116,13 @@ def _select(text):
     _scratch_devices.select(roots, min_size=1, sources=['/dev/nvme0n1p2'])
 
 
-@examples(500)
+@examples(400)
 @given(mutated_text(LSBLK))
 def test_lsblk_text(text):
     assert_own_error(lambda: _select(text), _scratch_devices.ScratchDevicesError)
 
 
-@examples(700)
+@examples(500)
 @given(mutated_structure([json.loads(data) for data in LSBLK]))
 def test_lsblk_wrong_types(document):
     assert_own_error(lambda: _select(json.dumps(document)), _scratch_devices.ScratchDevicesError)
@@ -114,7 +133,7 @@ SWAPS = b'Filename Type Size Used Priority\n/dev/nvme0n1p3 partition 8388604 0 -
 MDADM = b'ARRAY /dev/md/scratch metadata=1.2 name=gpu1:scratch UUID=0a1b2c3d:4e5f6071:8293a4b5:c6d7e8f9\n'
 
 
-@examples(300)
+@examples(200)
 @given(mutated_text([MOUNTS]), mutated_text([SWAPS]), mutated_text([MDADM]))
 def test_mounts_swaps_mdadm(mounts, swaps, mdadm):
     assert_own_error(lambda: (_scratch_devices.system_sources(mounts, swaps), _scratch_devices.scratch_array_uuids(mdadm, 'scratch')),
@@ -129,7 +148,7 @@ SCONTROL = [b'NodeName=gpu1 Arch=x86_64 CoresPerSocket=48 CPUAlloc=0 CPUTot=96 S
             b'Reason=llmforge: gpu_topology ecc_errors gpu3 [root@2026-11-30T01:00:00]\n']
 
 
-@examples(600)
+@examples(400)
 @given(mutated_text(SINFO), mutated_text(SQUEUE))
 def test_sinfo_squeue(sinfo, squeue):
     def call():
@@ -169,7 +188,7 @@ def sysfs(tmp_path_factory):
     return root, {path: open(path, 'rb').read() for path in files}
 
 
-@examples(400)
+@examples(250)
 @given(st.data())
 def test_rdma_sysfs(sysfs, data):
     root, originals = sysfs
@@ -183,6 +202,19 @@ def test_rdma_sysfs(sysfs, data):
             handle.write(originals[path])
 
 
+def test_rdma_sysfs_nul_byte_names_the_file(sysfs):
+    root, originals = sysfs
+    path = next(path for path in sorted(originals) if path.endswith(os.path.join('ports', '1', 'state')))
+    with open(path, 'wb') as handle:
+        handle.write(b'4: ACT\x00IVE\n')
+    try:
+        with pytest.raises(_rdma_links.RdmaLinksError, match='state holds a NUL byte'):
+            _rdma_links.evaluate(root, RDMA_WANT)
+    finally:
+        with open(path, 'wb') as handle:
+            handle.write(originals[path])
+
+
 # --- the trainer's output, the pip lock --------------------------------------------------------------------
 
 TRAINING = fixtures('training/*.txt')
@@ -190,14 +222,14 @@ PLANNED = {'timeout': 900, 'nodes': ['gpu1'], 'tasks': 1, 'tasks_per_node': 1, '
 LOCK = [(ROOT / 'molecule' / 'resources' / 'files' / 'training-cp311.lock').read_bytes()]
 
 
-@examples(500)
+@examples(300)
 @given(mutated_text(TRAINING), st.sampled_from([0, 1, 124, None]))
 def test_trainer_output(stdout, rc):
     assert_own_error(lambda: _training_fleet.parse_run({'rc': rc, 'stdout': stdout, 'stderr': ''}, PLANNED),
                      _training_fleet.TrainingFleetError)
 
 
-@examples(500)
+@examples(300)
 @given(mutated_text(LOCK))
 def test_pip_lock(text):
     assert_own_error(lambda: _pip_lock.plan(text, '/opt/llmforge/envs', 'llmforge-train'), _pip_lock.LockError)
@@ -211,7 +243,8 @@ IPOIB = {'networks': [{'interface': 'ib0', 'cidr': '10.10.0.0/16'}, {'interface'
 IPOIB_EDGE = dict(IPOIB, networks=[{'interface': 'ib0', 'cidr': '0.0.0.0/0'}], host_offset=-5)
 
 
-@examples(700)
+@examples(500)
+@example(IPOIB_EDGE)
 @given(mutated_structure([IPOIB, IPOIB_EDGE]))
 def test_ipoib(values):
     def call():
@@ -229,7 +262,7 @@ LUSTRE = {'networks': ['o2ib0(ib0)', 'tcp0(eth0)'],
           'stripes': [{'path': '/lustre/scratch/ckpt', 'count': 8, 'size': '4M'}]}
 
 
-@examples(700)
+@examples(400)
 @given(mutated_structure([LUSTRE]))
 def test_lustre(values):
     def call():
@@ -249,7 +282,7 @@ NCCL_OPTIONS = {'tests': ['all_reduce_perf'], 'repeats': 2, 'bin_dir': '/opt/ncc
                 'immediate': 300, 'srun_args': [], 'sizes': ['-b', '8', '-e', '8G', '-f', '2']}
 
 
-@examples(600)
+@examples(200)
 @given(mutated_structure([{'runs': NCCL_RUNS, 'thresholds': {'all_reduce_perf': {'single': 400, 'pair': 300}}, 'tolerance': 10,
                            'nodes': ['gpu1', 'gpu2', 'gpu3'], 'gpus': {'gpu1': 8, 'gpu2': 8, 'gpu3': 8}, 'options': NCCL_OPTIONS}]))
 def test_nccl_fleet(values):
@@ -267,7 +300,7 @@ FABRIC_ROUNDS = _fabric_plan.plan_pairs(['n1', 'n2', 'n3', 'n4'], 2)
 FABRIC_RESULTS = [dict(test, status='fail' if index == 1 else 'pass') for index, test in enumerate(x for r in FABRIC_ROUNDS for x in r)]
 
 
-@examples(600)
+@examples(400)
 @given(mutated_structure([{'nodes': ['n1', 'n2', 'n3', 'n4'], 'rails': 2, 'pattern': 'ring', 'results': FABRIC_RESULTS,
                            'devices': ['mlx5_0', 'mlx5_1'], 'addresses': {'n1': '10.0.0.1', 'n2': '10.0.0.2'}, 'duration': 5}]))
 def test_fabric_plan(values):
@@ -289,7 +322,7 @@ TRAINING_SETTINGS = {name: {'gpus': 8, 'tasks': None, 'trainer': '/opt/llmforge/
 TRAINING_OPTIONS = {'repeats': 1, 'timeout': 900, 'immediate': 300, 'srun_args': [], 'args': ['--steps', '30'], 'local_root': '/tmp'}
 
 
-@examples(400)
+@examples(300)
 @given(mutated_structure([{'settings': TRAINING_SETTINGS, 'options': TRAINING_OPTIONS, 'tolerance': 10, 'min': 0}]),
        mutated_text(TRAINING))
 def test_training_fleet(values, stdout):
@@ -307,7 +340,9 @@ HARDWARE = {'gpu_type': 'h200', 'gpu_count': 8, 'gpu_profile': 'h200-sxm-8',
             'node_index': 3, 'monitoring_address': '10.0.0.5'}
 
 
-@examples(600)
+@examples(400)
+@example(dict(HARDWARE, gpu_profile=[None]))
+@example(dict(HARDWARE, gpu_profile={}, gpu_expected=[], rdma_expected=5, node_index=1e400))
 @given(mutated_structure([HARDWARE]))
 def test_hardware_problems(values):
     def call():
@@ -319,7 +354,7 @@ def test_hardware_problems(values):
 FACTS = {'processor_vcpus': 96, 'processor_count': 2, 'processor_cores': 48, 'processor_threads_per_core': 1, 'memtotal_mb': 2063000}
 
 
-@examples(500)
+@examples(400)
 @given(mutated_structure([{'facts': FACTS, 'percent': 90, 'gpu_count': 8, 'gpu_type': 'h200', 'node_config': {'Weight': 10},
                            'cgroups': {'gpu1': {'ConstrainDevices': True}, 'gpu2': {'ConstrainDevices': 'yes'}}}]))
 def test_slurm_config(values):
