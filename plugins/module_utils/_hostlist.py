@@ -42,7 +42,11 @@ class HostlistError(ValueError):
 
 def _quoted(value: object) -> str:
     """The repr of a value for an error message, cut short when the value is long."""
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:
+        # An int of more digits than Python converts to text.
+        return f'<a {type(value).__name__} too large to show>'
     if len(text) <= _QUOTED_LENGTH:
         return text
     if isinstance(value, str):

@@ -308,6 +308,13 @@ def test_names_at_the_length_limit_round_trip():
     assert _hostlist.expand(_hostlist.compress(names)) == names
 
 
+def test_values_too_large_to_show_are_still_named():
+    with pytest.raises(_hostlist.HostlistError, match='is a int, not a string'):
+        _hostlist.compress(['n1', 10 ** 5000])
+    with pytest.raises(_hostlist.HostlistError, match='got int <a int too large to show>'):
+        _hostlist.expand(10 ** 5000)
+
+
 def test_errors_are_value_errors():
     assert issubclass(_hostlist.HostlistError, ValueError)
 
