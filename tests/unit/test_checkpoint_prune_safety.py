@@ -14,7 +14,7 @@ import pytest
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import _checkpoint_prune as prune
 
-STEPS = [1, 2, 3, 4]
+STEPS = (1, 2, 3, 4)
 
 
 def make_run(path: pathlib.Path, steps=STEPS) -> None:
@@ -74,7 +74,7 @@ def test_a_run_directory_swapped_for_another_directory_is_skipped(tree, monkeypa
     def list_then_swap(roots, log):
         found = listed(roots, log)
         (tree / 'ckpt' / 'run-a').rename(tree / 'ckpt' / 'run-a.moved')
-        make_run(tree / 'ckpt' / 'run-a', [7, 8])
+        make_run(tree / 'ckpt' / 'run-a', (7, 8))
         return found
 
     monkeypatch.setattr(prune, 'expand_roots', list_then_swap)
