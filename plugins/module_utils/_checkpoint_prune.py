@@ -24,6 +24,17 @@ Policy, per root directory (each root holds the checkpoints of one run, e.g. ``/
   must never look like a checkpoint to a resuming job), then deleted. Leftovers of an interrupted removal
   are deleted on the next run.
 
+Safety, since it usually runs as root over directories users own:
+
+* A root is opened with ``O_NOFOLLOW | O_DIRECTORY`` and everything after works relative to that directory
+  descriptor (``dir_fd``): the program never leaves the directory it opened. A root that is a symbolic link
+  is refused; a root matched by a glob must still be the directory (device, inode and owner) the listing saw.
+* Each checkpoint is opened the same way and checked against what the listing saw before it is read, and
+  again after it is renamed and before it is deleted; the deletion opens every directory with ``O_NOFOLLOW``,
+  never follows a symbolic link (it removes the link itself) and never crosses into another file system.
+  A directory swapped for a symbolic link or another directory on the way is left in place and logged.
+* Step numbers are ASCII digits only.
+
 Every decision is logged, one line each, to standard output (the journal under systemd) and to the
 optional log file. Exit status: 0 done, 1 some root or checkpoint could not be read or removed (the others
 were still processed), 2 bad arguments or configuration.
@@ -32,12 +43,13 @@ were still processed), 2 bad arguments or configuration.
 from __future__ import annotations
 
 import argparse
+import errno
 import fcntl
 import glob
 import json
 import os
 import re
-import shutil
+import stat
 import sys
 import time
 import typing as t
@@ -45,11 +57,30 @@ import typing as t
 PROGRAM = 'llmforge-checkpoint-prune'
 DEFAULT_PATTERN = r'(?:step_|checkpoint-|global_step)(?P<step>[0-9]+)'
 PRUNING_PREFIX = '.llmforge-pruning-'
-DEFAULT_LOCK_FILE = '/run/llmforge-checkpoint-prune.lock'
+# In its own directory: the systemd unit makes /run/llmforge-checkpoint-prune writable for the service user
+# (RuntimeDirectory=), and a run by hand uses the same lock.
+DEFAULT_LOCK_FILE = '/run/llmforge-checkpoint-prune/lock'
+# Directories are opened this way only: never through a symbolic link.
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# Deeper trees are left in place rather than holding a descriptor per level without end.
+MAX_DEPTH = 64
+_ASCII_DIGITS = frozenset('0123456789')
 
 
 class PruneConfigError(ValueError):
     """A policy or configuration value that cannot be used; the message names the setting."""
+
+
+class ChangedError(OSError):
+    """A directory is no longer the one the listing saw (swapped for a symbolic link or another directory)."""
+
+
+# (st_dev, st_ino, st_uid) of a directory: what was listed must be what is opened.
+Identity = t.Tuple[int, int, int]
+
+
+def identity_of(status: os.stat_result) -> Identity:
+    return (status.st_dev, status.st_ino, status.st_uid)
 
 
 class Checkpoint(t.NamedTuple):
@@ -61,6 +92,8 @@ class Checkpoint(t.NamedTuple):
     complete: bool
     # Target of a symbolic link in the root.
     linked: bool = False
+    # What the listing saw; checked again before the checkpoint is removed.
+    identity: t.Optional[Identity] = None
 
 
 class Decision(t.NamedTuple):
@@ -74,7 +107,8 @@ def compile_pattern(pattern: t.Any) -> re.Pattern:
     if not isinstance(pattern, str) or not pattern:
         raise PruneConfigError(f'pattern: {pattern!r} is not a regular expression')
     try:
-        compiled = re.compile(pattern)
+        # ASCII: \d and [[:digit:]]-like classes must not match other scripts' digits.
+        compiled = re.compile(pattern, re.ASCII)
     except re.error as error:
         raise PruneConfigError(f'pattern: {pattern!r} is not a valid regular expression ({error})') from None
     if compiled.groups < 1:
@@ -88,7 +122,10 @@ def step_of(compiled: re.Pattern, name: str) -> t.Optional[int]:
     if not match:
         return None
     text = match.group('step') if 'step' in compiled.groupindex else match.group(1)
-    return int(text) if text is not None and text.isdigit() else None
+    # int() would take other scripts' digits, or raise on some ('²'): only ASCII digits make a step.
+    if not text or len(text) > 4000 or not _ASCII_DIGITS.issuperset(text):
+        return None
+    return int(text)
 
 
 def check_policy(keep_last: t.Any, keep_every: t.Any, min_age: t.Any) -> None:
@@ -154,10 +191,72 @@ class Logger:
             self.handle.close()
 
 
-def newest_mtime(path: str) -> float:
-    """The newest mtime of a directory and its direct entries (one directory read, no deep walk on Lustre)."""
-    newest = os.lstat(path).st_mtime
-    with os.scandir(path) as entries:
+def _is_link(name: str, dir_fd: t.Optional[int]) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(name, dir_fd=dir_fd).st_mode)
+    except OSError:
+        return False
+
+
+def open_dir(name: str, dir_fd: t.Optional[int] = None, expected: t.Optional[Identity] = None) -> tuple[int, os.stat_result]:
+    """Open a directory without following a symbolic link, checked against the identity a listing saw."""
+    try:
+        fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except OSError as error:
+        # O_NOFOLLOW with O_DIRECTORY answers ENOTDIR (or ELOOP) for a link: say which it was.
+        if error.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(name, dir_fd):
+            raise ChangedError(errno.ELOOP, 'it is a symbolic link, which is never followed') from None
+        raise
+    try:
+        status = os.fstat(fd)
+        if expected is not None and identity_of(status) != expected:
+            raise ChangedError(errno.ESTALE, 'it changed since it was listed (another directory is there now)')
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, status
+
+
+def _empty_dir(fd: int, device: int, depth: int) -> None:
+    """Delete everything inside an open directory, depth first, never following a link nor leaving the device."""
+    with os.scandir(fd) as listing:
+        entries = list(listing)
+    for entry in entries:
+        if not entry.is_dir(follow_symlinks=False):
+            # Files and symbolic links alike: unlink removes the link, never what it points to.
+            os.unlink(entry.name, dir_fd=fd)
+            continue
+        if depth >= MAX_DEPTH:
+            raise OSError(errno.ELOOP, f'more than {MAX_DEPTH} directory levels; left in place')
+        child, status = open_dir(entry.name, fd, identity_of(entry.stat(follow_symlinks=False)))
+        try:
+            if status.st_dev != device:
+                raise OSError(errno.EXDEV, f'{entry.name} is another file system mounted inside; left in place')
+            _empty_dir(child, device, depth + 1)
+        finally:
+            os.close(child)
+        os.rmdir(entry.name, dir_fd=fd)
+
+
+def _remove_opened(parent_fd: int, name: str, fd: int, status: os.stat_result) -> None:
+    """Delete the directory ``name`` of an open directory, already opened as ``fd``, then close it."""
+    try:
+        _empty_dir(fd, status.st_dev, 1)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=parent_fd)
+
+
+def remove_tree(parent_fd: int, name: str, expected: t.Optional[Identity]) -> None:
+    """Delete the directory ``name`` of an open directory, with the descriptor-based walk of _empty_dir."""
+    fd, status = open_dir(name, parent_fd, expected)
+    _remove_opened(parent_fd, name, fd, status)
+
+
+def newest_mtime(fd: int) -> float:
+    """The newest mtime of an open directory and its direct entries (one directory read, no deep walk on Lustre)."""
+    newest = os.fstat(fd).st_mtime
+    with os.scandir(fd) as entries:
         for entry in entries:
             try:
                 newest = max(newest, entry.stat(follow_symlinks=False).st_mtime)
@@ -166,53 +265,109 @@ def newest_mtime(path: str) -> float:
     return newest
 
 
-def scan(root: str, compiled: re.Pattern, complete_marker: str) -> tuple[list[Checkpoint], list[str]]:
-    """The checkpoints under a root, and the leftovers of interrupted removals."""
+def has_entry(fd: int, name: str) -> bool:
+    """Whether an open directory holds ``name`` (as os.path.exists would say)."""
+    try:
+        os.stat(name, dir_fd=fd)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def real_path(fd: int, fallback: str) -> str:
+    """The path an open directory has now, for comparing link targets; the given path where /proc says nothing."""
+    try:
+        return os.readlink(f'/proc/self/fd/{fd}')
+    except OSError:
+        return os.path.realpath(fallback)
+
+
+def scan(root_fd: int, root: str, compiled: re.Pattern, complete_marker: str,
+         log: t.Callable[..., None]) -> tuple[list[Checkpoint], list[tuple[str, Identity]], bool]:
+    """The checkpoints of an open root, the leftovers of interrupted removals, and False when one was skipped."""
     linked = set()
     candidates, leftovers = [], []
-    with os.scandir(root) as entries:
+    root_real = real_path(root_fd, root)
+    with os.scandir(root_fd) as entries:
         for entry in entries:
             if entry.name.startswith(PRUNING_PREFIX) and entry.is_dir(follow_symlinks=False):
-                leftovers.append(entry.name)
+                leftovers.append((entry.name, identity_of(entry.stat(follow_symlinks=False))))
             elif entry.is_symlink():
-                target = os.path.realpath(entry.path)
-                if os.path.dirname(target) == os.path.realpath(root):
+                # Only read, to keep what a link names: realpath never changes anything.
+                target = os.path.realpath(os.path.join(root_real, entry.name))
+                if os.path.dirname(target) == root_real:
                     linked.add(os.path.basename(target))
             elif entry.is_dir(follow_symlinks=False) and step_of(compiled, entry.name) is not None:
-                candidates.append(entry)
+                candidates.append((entry.name, identity_of(entry.stat(follow_symlinks=False))))
     checkpoints = []
-    for entry in candidates:
-        complete = not complete_marker or os.path.exists(os.path.join(entry.path, complete_marker))
-        checkpoints.append(Checkpoint(entry.name, step_of(compiled, entry.name), newest_mtime(entry.path), complete,
-                                      entry.name in linked))
-    return checkpoints, sorted(leftovers)
-
-
-def remove(root: str, name: str) -> None:
-    """Hide the checkpoint under a name no pattern matches, then delete it."""
-    hidden = os.path.join(root, PRUNING_PREFIX + name)
-    os.rename(os.path.join(root, name), hidden)
-    shutil.rmtree(hidden)
-
-
-def prune_root(root: str, settings: dict[str, t.Any], log: Logger) -> bool:
-    """Apply the policy to one root; False when something could not be read or removed."""
     ok = True
+    for name, identity in candidates:
+        try:
+            fd, _status = open_dir(name, root_fd, identity)
+        except OSError as error:
+            log(f'{os.path.join(root, name)}: skipped: {error.strerror or error}', error=True)
+            ok = False
+            continue
+        try:
+            complete = not complete_marker or has_entry(fd, complete_marker)
+            checkpoints.append(Checkpoint(name, step_of(compiled, name), newest_mtime(fd), complete, name in linked, identity))
+        finally:
+            os.close(fd)
+    return checkpoints, sorted(leftovers), ok
+
+
+def remove(root_fd: int, name: str, expected: t.Optional[Identity]) -> None:
+    """Hide the checkpoint under a name no pattern matches, then delete it, if it is still what was listed."""
+    hidden = PRUNING_PREFIX + name
+    os.rename(name, hidden, src_dir_fd=root_fd, dst_dir_fd=root_fd)
     try:
-        checkpoints, leftovers = scan(root, settings['compiled'], settings['complete_marker'])
+        fd, status = open_dir(hidden, root_fd, expected)
+    except ChangedError:
+        # Not what was listed (a link, another directory): give it its name back, untouched.
+        os.rename(hidden, name, src_dir_fd=root_fd, dst_dir_fd=root_fd)
+        raise
+    # From here on a failure leaves the hidden name, which the next run finishes removing.
+    _remove_opened(root_fd, hidden, fd, status)
+
+
+def open_root(root: str, listed: t.Optional[Identity]) -> int:
+    """Open a root as a directory, never through a symbolic link, checked against what the glob listing saw."""
+    fd, _status = open_dir(root, None, listed)
+    return fd
+
+
+def prune_root(root: str, settings: dict[str, t.Any], log: Logger, listed: t.Optional[Identity] = None) -> bool:
+    """Apply the policy to one root; False when something could not be read or removed."""
+    try:
+        root_fd = open_root(root, listed)
+    except ChangedError as error:
+        log(f'{root}: cannot read the checkpoint directory: {error.strerror}; skipped', error=True)
+        return False
     except OSError as error:
         log(f'{root}: cannot read the checkpoint directory: {error}', error=True)
         return False
-    for name in leftovers:
+    try:
+        return _prune_open_root(root_fd, root, settings, log)
+    finally:
+        os.close(root_fd)
+
+
+def _prune_open_root(root_fd: int, root: str, settings: dict[str, t.Any], log: Logger) -> bool:
+    try:
+        checkpoints, leftovers, ok = scan(root_fd, root, settings['compiled'], settings['complete_marker'], log)
+    except OSError as error:
+        log(f'{root}: cannot read the checkpoint directory: {error}', error=True)
+        return False
+    for name, identity in leftovers:
         path = os.path.join(root, name)
         if settings['dry_run']:
             log(f'would finish removing {path} (left by an interrupted removal)')
             continue
         try:
-            shutil.rmtree(path)
+            remove_tree(root_fd, name, identity)
             log(f'finished removing {path} (left by an interrupted removal)')
         except OSError as error:
-            log(f'cannot remove {path}: {error}', error=True)
+            log(f'cannot remove {path}: {error.strerror or error}', error=True)
             ok = False
     decisions = plan(checkpoints, settings['keep_last'], settings['keep_every'], settings['min_age'])
     removed = 0
@@ -225,9 +380,12 @@ def prune_root(root: str, settings: dict[str, t.Any], log: Logger) -> bool:
             removed += 1
         else:
             try:
-                remove(root, decision.checkpoint.name)
+                remove(root_fd, decision.checkpoint.name, decision.checkpoint.identity)
                 log(f'removed {path} (step {decision.checkpoint.step}): {decision.reason}')
                 removed += 1
+            except ChangedError as error:
+                log(f'cannot remove {path}: {error.strerror}; left in place', error=True)
+                ok = False
             except OSError as error:
                 log(f'cannot remove {path}: {error}', error=True)
                 ok = False
@@ -249,18 +407,35 @@ SETTINGS = {
 }
 
 
-def expand_roots(roots: t.Sequence[str], log: Logger) -> list[str]:
-    """Roots as given; a root with glob characters (/lustre/ckpt/*) stands for every directory it matches."""
-    expanded = []
+def _listed_directory(path: str) -> t.Optional[Identity]:
+    """The identity of a directory a glob matched, or None for anything else (a symbolic link is never a root)."""
+    try:
+        status = os.lstat(path)
+    except OSError:
+        return None
+    return identity_of(status) if stat.S_ISDIR(status.st_mode) else None
+
+
+def expand_roots(roots: t.Sequence[str], log: Logger) -> list[tuple[str, t.Optional[Identity]]]:
+    """Roots as given; a root with glob characters (/lustre/ckpt/*) stands for every directory it matches.
+
+    A matched directory comes with its identity, which must still hold when it is opened; a root given
+    plainly comes with None (it is still never followed through a symbolic link).
+    """
+    expanded: dict[str, t.Optional[Identity]] = {}
     for root in roots:
         if re.search(r'[*?[]', root):
-            matches = sorted(path for path in glob.glob(root) if os.path.isdir(path) and not os.path.islink(path))
+            matches = []
+            for path in sorted(glob.glob(root)):
+                identity = _listed_directory(path)
+                if identity is not None:
+                    matches.append(path)
+                    expanded.setdefault(path, identity)
             if not matches:
                 log(f'{root}: no directory matches')
-            expanded.extend(matches)
         else:
-            expanded.append(root)
-    return list(dict.fromkeys(expanded))
+            expanded.setdefault(root, None)
+    return list(expanded.items())
 
 
 def load_settings(config_path: t.Optional[str], overrides: dict[str, t.Any]) -> dict[str, t.Any]:
@@ -323,21 +498,30 @@ def main(argv: t.Optional[t.Sequence[str]] = None) -> int:
         say(f'{PROGRAM}: {error}', sys.stderr)
         return 2
     try:
-        lock = open(args.lock_file, 'a', encoding='utf-8')  # pylint: disable=consider-using-with
+        if args.lock_file == DEFAULT_LOCK_FILE:
+            os.makedirs(os.path.dirname(DEFAULT_LOCK_FILE), mode=0o755, exist_ok=True)
+        # Read-only is enough for flock, so a service user can lock a file root created, and the reverse.
+        lock = os.open(args.lock_file, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as error:
+        say(f'{PROGRAM}: cannot open the lock file {args.lock_file}: {error}; nothing done', sys.stderr)
+        return 1
+    try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as error:
+        os.close(lock)
         say(f'{PROGRAM}: another run holds {args.lock_file} ({error}); nothing done', sys.stderr)
         return 1
     try:
         log = Logger(settings['log_file'] or None, settings['dry_run'])
     except OSError as error:
+        os.close(lock)
         say(f"{PROGRAM}: cannot open the log file {settings['log_file']}: {error}", sys.stderr)
         return 1
     try:
         ok = True
-        for root in expand_roots(settings['roots'], log):
-            ok = prune_root(root, settings, log) and ok
+        for root, listed in expand_roots(settings['roots'], log):
+            ok = prune_root(root, settings, log, listed) and ok
         return 0 if ok else 1
     finally:
         log.close()
-        lock.close()
+        os.close(lock)

@@ -3,7 +3,11 @@
 """Compress and expand Slurm-style host lists such as ``gpu[001-003,007],login1``.
 
 Pure Python with no Ansible import, so modules, filters and tests can all share it.
-Every kind of bad input raises ``ValueError`` with a message that quotes the bad part.
+Every kind of bad input raises ``HostlistError`` (a ``ValueError``) with a message that quotes the bad part.
+
+Both directions are bounded in memory and run in time linear in their input and output: an expansion is
+sized before anything is built, and the limits below are far above any real cluster (4,096 nodes with
+names of 64 characters expand to 256 KiB of text).
 """
 
 from __future__ import annotations
@@ -12,14 +16,42 @@ import itertools
 import re
 import typing as t
 
+# Most names one expression may expand to.
 MAX_EXPANSION = 1_000_000
+# Longest host name, in either direction: DNS allows 253 characters for a whole domain name.
+MAX_NAME_LENGTH = 255
+# Most characters all the names of one expansion may hold together (8 MiB of text).
+MAX_EXPANDED_CHARS = 8 * 1024 * 1024
+# Longest expression expand() reads; a compressed list never comes near it.
+MAX_EXPRESSION_LENGTH = 2 * MAX_EXPANDED_CHARS
+# How much of a long input an error message quotes.
+_QUOTED_LENGTH = 200
 
 # Only ASCII digits count: int() would accept other Unicode digits and break the round trip.
-_LAST_NUMBER = re.compile(r'(.*?)([0-9]+)([^0-9]*)', re.DOTALL)
+_ASCII_DIGITS = frozenset('0123456789')
+_WHITESPACE = re.compile(r'\s')
 _BRACKET_GROUP = re.compile(r'\[([^\[\]]*)\]')
 _RANGE_TOKEN = re.compile(r'([0-9]+)(?:-([0-9]+))?')
 # These characters are hostlist syntax, so a name holding one could not be expanded back.
 _RESERVED_IN_NAMES = re.compile(r'[\[\],\s]')
+
+
+class HostlistError(ValueError):
+    """A value that is not a usable host list; the message quotes the bad part."""
+
+
+def _quoted(value: object) -> str:
+    """The repr of a value for an error message, cut short when the value is long."""
+    try:
+        text = repr(value)
+    except ValueError:
+        # An int of more digits than Python converts to text.
+        return f'<a {type(value).__name__} too large to show>'
+    if len(text) <= _QUOTED_LENGTH:
+        return text
+    if isinstance(value, str):
+        return f'{text[:_QUOTED_LENGTH]}... ({len(value)} characters in all)'
+    return f'{text[:_QUOTED_LENGTH]}... ({len(text)} characters written out)'
 
 
 class _NumberedName(t.NamedTuple):
@@ -54,26 +86,36 @@ def _format_number(number: int, width: int) -> str:
 
 
 def _validated_names(names: t.Iterable[str]) -> set[str]:
-    """Return the distinct names, raising ValueError for anything that is not a usable host name."""
+    """Return the distinct names, raising HostlistError for anything that is not a usable host name."""
     # A lone string is iterable too, and would otherwise be compressed character by character.
     if isinstance(names, (str, bytes)):
-        raise ValueError(f'expected a list of host names, got the single string {names!r}')
+        raise HostlistError(f'expected a list of host names, got the single string {_quoted(names)}')
     distinct = set()
     for name in names:
         if not isinstance(name, str):
-            raise ValueError(f'host name {name!r} is a {type(name).__name__}, not a string')
+            raise HostlistError(f'host name {_quoted(name)} is a {type(name).__name__}, not a string')
         if not name:
-            raise ValueError(f'host name {name!r} is empty')
+            raise HostlistError(f'host name {name!r} is empty')
+        if len(name) > MAX_NAME_LENGTH:
+            raise HostlistError(f'host name {_quoted(name)} has {len(name)} characters, over the limit of {MAX_NAME_LENGTH}')
         if _RESERVED_IN_NAMES.search(name):
-            raise ValueError(f"host name {name!r} contains whitespace or one of '[', ']', ','")
+            raise HostlistError(f"host name {_quoted(name)} contains whitespace or one of '[', ']', ','")
         distinct.add(name)
     return distinct
 
 
 def _split_last_number(name: str) -> t.Optional[_NumberedName]:
     """Split a name around its last run of digits, or return None when it has no digits."""
-    match = _LAST_NUMBER.fullmatch(name)
-    return _NumberedName(*match.groups()) if match else None
+    # A plain scan from the end: one pass over the name, where a regular expression could backtrack.
+    number_end = len(name)
+    while number_end and name[number_end - 1] not in _ASCII_DIGITS:
+        number_end -= 1
+    if not number_end:
+        return None
+    number_start = number_end
+    while number_start and name[number_start - 1] in _ASCII_DIGITS:
+        number_start -= 1
+    return _NumberedName(name[:number_start], name[number_start:number_end], name[number_end:])
 
 
 def _group_numbers(numbered: list[_NumberedName]) -> dict[_GroupKey, list[int]]:
@@ -150,17 +192,17 @@ def _split_items(expr: str) -> list[str]:
     for index, char in enumerate(expr):
         if char == '[':
             if open_at >= 0:
-                raise ValueError(f"nested '[' at index {index} in {expr!r}")
+                raise HostlistError(f"nested '[' at index {index} in {_quoted(expr)}")
             open_at = index
         elif char == ']':
             if open_at < 0:
-                raise ValueError(f"unbalanced ']' at index {index} in {expr!r}")
+                raise HostlistError(f"unbalanced ']' at index {index} in {_quoted(expr)}")
             open_at = -1
         elif char == ',' and open_at < 0:
             items.append(expr[item_start:index])
             item_start = index + 1
     if open_at >= 0:
-        raise ValueError(f"unclosed '[' at index {open_at} in {expr!r}")
+        raise HostlistError(f"unclosed '[' at index {open_at} in {_quoted(expr)}")
     items.append(expr[item_start:])
     return items
 
@@ -168,15 +210,19 @@ def _split_items(expr: str) -> list[str]:
 def _parse_range(token: str, group: str, item: str) -> _Range:
     """Parse ``a-b`` or ``a`` from inside a bracket group."""
     if not token:
-        raise ValueError(f'empty range in {group!r} of {item!r}')
+        raise HostlistError(f'empty range in {_quoted(group)} of {_quoted(item)}')
     match = _RANGE_TOKEN.fullmatch(token)
     if match is None:
-        raise ValueError(f'invalid range {token!r} in {item!r}: expected a number or two numbers joined by "-"')
+        raise HostlistError(f'invalid range {_quoted(token)} in {_quoted(item)}: expected a number or two numbers joined by "-"')
     start_digits, end_digits = match.groups()
+    # Checked before int(), whose time grows faster than the length of the digits.
+    if max(len(start_digits), len(end_digits or '')) > MAX_NAME_LENGTH:
+        raise HostlistError(f'range {_quoted(token)} in {_quoted(item)} has a number longer than a host name may be '
+                            f'({MAX_NAME_LENGTH} characters)')
     start = int(start_digits)
     end = start if end_digits is None else int(end_digits)
     if end < start:
-        raise ValueError(f'reversed range {token!r} in {item!r}')
+        raise HostlistError(f'reversed range {_quoted(token)} in {_quoted(item)}')
     return _Range(start, end, _padding_width(start_digits))
 
 
@@ -184,7 +230,7 @@ def _parse_bracket_group(content: str, item: str) -> tuple[_Range, ...]:
     """Parse the comma-separated ranges between one pair of brackets."""
     group = f'[{content}]'
     if not content.strip():
-        raise ValueError(f'empty bracket group {group!r} in {item!r}')
+        raise HostlistError(f'empty bracket group {_quoted(group)} in {_quoted(item)}')
     return tuple(_parse_range(token.strip(), group, item) for token in content.split(','))
 
 
@@ -197,16 +243,51 @@ def _parse_item(item: str) -> list[_Segment]:
         segments.append(_parse_bracket_group(match.group(1), item))
         literal_start = match.end()
     segments.append(item[literal_start:])
+    for segment in segments:
+        # compress() refuses such names, so they could never come back from a round trip.
+        if isinstance(segment, str) and _WHITESPACE.search(segment):
+            raise HostlistError(f'whitespace inside the host names of {_quoted(item)}')
     return segments
 
 
-def _expansion_size(segments: list[_Segment]) -> int:
-    """Count the names an item expands to, without building them."""
-    size = 1
+def _range_chars(number_range: _Range) -> tuple[int, int]:
+    """The characters all the numbers of a range take together when written, and the longest one."""
+    total = 0
+    low = number_range.start
+    while low <= number_range.end:
+        # One band of numbers with the same count of digits at a time: a handful of steps, not one per number.
+        digits = len(str(low))
+        high = min(number_range.end, 10 ** digits - 1)
+        total += (high - low + 1) * max(digits, number_range.width)
+        low = high + 1
+    return total, max(len(str(number_range.end)), number_range.width)
+
+
+class _Size(t.NamedTuple):
+    names: int
+    chars: int
+    longest: int
+
+
+def _expansion_size(segments: list[_Segment]) -> _Size:
+    """Count the names an item expands to and the characters they hold, without building them."""
+    # Each segment: how many strings it stands for, their characters together, the longest.
+    parts = []
+    names = 1
     for segment in segments:
-        if not isinstance(segment, str):
-            size *= sum(r.end - r.start + 1 for r in segment)
-    return size
+        if isinstance(segment, str):
+            parts.append((1, len(segment), len(segment)))
+            continue
+        count = sum(r.end - r.start + 1 for r in segment)
+        names *= count
+        if names > MAX_EXPANSION:
+            # Stop here: the product of many groups would only grow.
+            return _Size(names, 0, 0)
+        sizes = [_range_chars(r) for r in segment]
+        parts.append((count, sum(chars for chars, _longest in sizes), max(longest for _chars, longest in sizes)))
+    # Every string of a segment appears in names // count of the names.
+    chars = sum(part_chars * (names // count) for count, part_chars, _longest in parts)
+    return _Size(names, chars, sum(longest for _count, _chars, longest in parts))
 
 
 def _segment_choices(segment: _Segment) -> list[str]:
@@ -220,21 +301,33 @@ def expand(expr: str) -> list[str]:
     """Expand a Slurm hostlist expression into host names, in the order written.
 
     ``rack[1-2]-n[01-02]`` gives ``rack1-n01, rack1-n02, rack2-n01, rack2-n02``.
-    Duplicates are kept; more than MAX_EXPANSION names raise ValueError.
+    Duplicates are kept. More than MAX_EXPANSION names, more than MAX_EXPANDED_CHARS characters in all, a name
+    longer than MAX_NAME_LENGTH or an expression longer than MAX_EXPRESSION_LENGTH raise HostlistError.
     """
     if not isinstance(expr, str):
-        raise ValueError(f'expected a hostlist string, got {type(expr).__name__} {expr!r}')
+        raise HostlistError(f'expected a hostlist string, got {type(expr).__name__} {_quoted(expr)}')
+    if len(expr) > MAX_EXPRESSION_LENGTH:
+        raise HostlistError(f'hostlist {_quoted(expr)} has {len(expr)} characters, over the limit of {MAX_EXPRESSION_LENGTH}')
     if not expr.strip():
         return []
     names: list[str] = []
+    chars = 0
     for position, raw_item in enumerate(_split_items(expr), start=1):
         item = raw_item.strip()
         if not item:
-            raise ValueError(f'empty item at position {position} in {expr!r}')
+            raise HostlistError(f'empty item at position {position} in {_quoted(expr)}')
         segments = _parse_item(item)
-        total = len(names) + _expansion_size(segments)
-        # Check before building anything, so n[0-999999999] fails fast instead of filling memory.
+        size = _expansion_size(segments)
+        # Checked before building anything, so n[0-999999999] fails fast instead of filling memory.
+        total = len(names) + size.names
         if total > MAX_EXPANSION:
-            raise ValueError(f'expanding {item!r} would make {total} names, over the limit of {MAX_EXPANSION}')
+            raise HostlistError(f'expanding {_quoted(item)} would make {total} names, over the limit of {MAX_EXPANSION}')
+        if size.longest > MAX_NAME_LENGTH:
+            raise HostlistError(f'expanding {_quoted(item)} would make names of up to {size.longest} characters, '
+                                f'over the limit of {MAX_NAME_LENGTH}')
+        chars += size.chars
+        if chars > MAX_EXPANDED_CHARS:
+            raise HostlistError(f'expanding {_quoted(item)} would make {chars} characters of host names in all, '
+                                f'over the limit of {MAX_EXPANDED_CHARS}')
         names.extend(''.join(parts) for parts in itertools.product(*map(_segment_choices, segments)))
     return names

@@ -5,8 +5,11 @@
 from __future__ import annotations
 
 import random
+import time
 
 import pytest
+from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import strategies as st
 
 from ansible.errors import AnsibleFilterError
 
@@ -231,3 +234,157 @@ def test_filter_error_keeps_the_cause():
     with pytest.raises(AnsibleFilterError) as excinfo:
         FILTERS['hostlist_expand']('gpu[5-3]')
     assert isinstance(excinfo.value.__cause__, ValueError)
+
+
+# bounds --------------------------------------------------------------------
+
+def timed(call, *args):
+    started = time.perf_counter()
+    try:
+        return call(*args), time.perf_counter() - started
+    except _hostlist.HostlistError as exc:
+        return exc, time.perf_counter() - started
+
+
+def test_a_long_prefix_times_a_big_range_fails_at_once_on_the_name_length():
+    # 'x'*2000 + '[0-999999]' once built a million 2 kB names (2 GiB) before anything objected.
+    expr = 'x' * 2000 + '[0-999999]'
+    error, seconds = timed(_hostlist.expand, expr)
+    assert isinstance(error, _hostlist.HostlistError) and seconds < 0.5
+    message = str(error)
+    assert 'names of up to 2006 characters, over the limit of 255' in message
+    # The input is quoted, cut short.
+    assert "'xxxxxxxx" in message and '(2010 characters in all)' in message and len(message) < 400
+
+
+def test_the_total_characters_are_capped_before_building():
+    # A million names of 250 characters each: under the name and count limits, far over the text limit.
+    expr = 'x' * 244 + '[000000-999999]'
+    error, seconds = timed(_hostlist.expand, expr)
+    assert isinstance(error, _hostlist.HostlistError) and seconds < 0.5
+    assert f'250000000 characters of host names in all, over the limit of {_hostlist.MAX_EXPANDED_CHARS}' in str(error)
+
+
+def test_the_character_cap_counts_across_items():
+    width = 200
+    count = _hostlist.MAX_EXPANDED_CHARS // (width + 5) // 2 + 1
+    item = 'y' * width + f'[00000-{count - 1:05d}]'
+    error, _seconds = timed(_hostlist.expand, f'{item},{item.replace("y", "z")}')
+    assert isinstance(error, _hostlist.HostlistError) and 'characters of host names in all' in str(error)
+    assert len(_hostlist.expand(item)) == count
+
+
+@pytest.mark.parametrize(('expr', 'problem'), [
+    pytest.param('n[' + '1' * 5000 + ']', 'has a number longer than a host name may be', id='huge-number'),
+    pytest.param('n[1-' + '9' * 300 + ']', 'has a number longer than a host name may be', id='huge-range-end'),
+    pytest.param('a[0-9]' * 20000, 'over the limit of 1000000', id='many-groups'),
+    pytest.param('n' * 300, 'names of up to 300 characters', id='long-literal'),
+    pytest.param('n,' * (_hostlist.MAX_EXPRESSION_LENGTH // 2 + 1), 'over the limit of 16777216', id='long-expression'),
+    pytest.param('a b', 'whitespace inside the host names', id='inner-space'),
+    pytest.param('n[1-2]\tx', 'whitespace inside the host names', id='inner-tab'),
+])
+def test_expand_bounds(expr, problem):
+    error, seconds = timed(_hostlist.expand, expr)
+    assert isinstance(error, _hostlist.HostlistError), error
+    assert problem in str(error) and len(str(error)) < 600
+    assert seconds < 1
+
+
+def test_a_long_name_compresses_in_linear_time_or_is_refused():
+    # One 40 kB name of digits and a trailing 'a1' once took 16 s in a backtracking regular expression.
+    error, seconds = timed(_hostlist.compress, ['1' * 39998 + 'a1'])
+    assert isinstance(error, _hostlist.HostlistError) and seconds < 0.5
+    assert 'has 40000 characters, over the limit of 255' in str(error) and '(40000 characters in all)' in str(error)
+    # The split itself is a single pass, whatever the length.
+    started = time.perf_counter()
+    parts = _hostlist._split_last_number('1' * 999_998 + 'a1')  # pylint: disable=protected-access
+    assert time.perf_counter() - started < 1
+    assert parts == ('1' * 999_998 + 'a', '1', '')
+
+
+def test_names_at_the_length_limit_round_trip():
+    names = [f"{'p' * 252}{number:03d}" for number in range(5)]
+    assert _hostlist.compress(names) == f"{'p' * 252}[000-004]"
+    assert _hostlist.expand(_hostlist.compress(names)) == names
+
+
+def test_values_too_large_to_show_are_still_named():
+    with pytest.raises(_hostlist.HostlistError, match='is a int, not a string'):
+        _hostlist.compress(['n1', 10 ** 5000])
+    with pytest.raises(_hostlist.HostlistError, match='got int <a int too large to show>'):
+        _hostlist.expand(10 ** 5000)
+
+
+def test_errors_are_value_errors():
+    assert issubclass(_hostlist.HostlistError, ValueError)
+
+
+# properties ----------------------------------------------------------------
+
+# Slurm's own forms, and the pieces mutations are made of.
+REAL_EXPRESSIONS = ['gpu[001-128,200],login[1-2]', 'r[1-2]-n[01-16]', 'gpu[001-003,007],login1', 'n[08-11]',
+                    'rack[1-4]-gpu[01-32]', 'login', 'dgx-a100-[001-064].cluster', 'ib-sw[1-2]', 'n[0-5],n[3-9]']
+MUTATION_PIECES = ['[', ']', ',', '-', ' ', '0', '9', '007', '99999999999999999999', '1' * 300, '\x00', '\t', '\u0663',
+                   '\u00a0', 'é', 'x' * 260, '[1-3]', '[0-99999999]', '[0-99]', '[5-3]', '[]', ',,']
+
+number_text = st.one_of(st.integers(0, 300).map(str), st.integers(0, 300).map(lambda n: f'{n:03d}'),
+                        st.sampled_from(['0', '00', '099', '100', '1000']))
+bracket_range = st.one_of(number_text, st.tuples(st.integers(0, 120), st.integers(0, 16), st.integers(0, 4)).map(
+    lambda spec: f'{spec[0]:0{spec[2]}d}-{spec[0] + spec[1]:0{spec[2]}d}'))
+bracket_group = st.lists(bracket_range, min_size=1, max_size=3).map(lambda ranges: '[' + ','.join(ranges) + ']')
+literal = st.text(alphabet='abcgnpux-._0123456789', max_size=8)
+# Up to two bracket groups an item, as Slurm writes them (r[1-2]-n[01-16]), so an example stays small.
+host_item = st.tuples(literal, st.one_of(st.just(''), bracket_group), literal, st.one_of(st.just(''), bracket_group)).map(
+    ''.join).filter(bool)
+generated = st.lists(host_item, min_size=1, max_size=4).map(','.join)
+
+
+@st.composite
+def mutated(draw):
+    """A real or generated expression with a few cuts, insertions and duplications."""
+    text = draw(st.one_of(st.sampled_from(REAL_EXPRESSIONS), generated))
+    for _step in range(draw(st.integers(0, 4))):
+        at = draw(st.integers(0, len(text)))
+        kind = draw(st.sampled_from(['insert', 'delete', 'duplicate', 'truncate']))
+        if kind == 'insert':
+            text = text[:at] + draw(st.sampled_from(MUTATION_PIECES)) + text[at:]
+        elif kind == 'delete':
+            text = text[:at] + text[at + draw(st.integers(1, 3)):]
+        elif kind == 'duplicate':
+            text = text[:at] + text[at:at + 6] * 2 + text[at + 6:]
+        else:
+            text = text[:at]
+    return text
+
+
+def check_round_trip(expr):
+    """expand gives names or a HostlistError; names compress and expand back to the same set."""
+    try:
+        names = _hostlist.expand(expr)
+    except _hostlist.HostlistError:
+        return
+    compressed = _hostlist.compress(names)
+    assert set(_hostlist.expand(compressed)) == set(names)
+    assert _hostlist.compress(_hostlist.expand(compressed)) == compressed
+
+
+# A fixed seed and no example database: every run tries the same examples.
+PROPERTY_SETTINGS = settings(database=None, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+@seed(15)
+@settings(PROPERTY_SETTINGS, max_examples=700)
+@given(st.one_of(generated, mutated(), st.text(alphabet='[],- 0123n\x00\u0663', max_size=30)))
+def test_property_expand_then_compress_round_trips(expr):
+    check_round_trip(expr)
+
+
+@seed(15)
+@settings(PROPERTY_SETTINGS, max_examples=400)
+@given(st.lists(st.one_of(literal, st.text(max_size=12)), max_size=20))
+def test_property_compress_then_expand_round_trips(names):
+    try:
+        compressed = _hostlist.compress(names)
+    except _hostlist.HostlistError:
+        return
+    assert set(_hostlist.expand(compressed)) == set(names)
