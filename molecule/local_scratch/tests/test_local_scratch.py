@@ -110,6 +110,15 @@ def test_force_with_the_free_disks_listed_plans_a_wipe_first():
     assert 'mkfs.xfs -L scratch -f /dev/md/scratch' in text
 
 
+def test_force_without_a_device_list_is_refused_before_discovery():
+    result = with_fixture('hgx8_dirty', '--tags', 'local_scratch_preflight', local_scratch_force=True)
+    assert result.returncode != 0
+    text = said(result)
+    assert 'local_scratch_force: true wipes disks, so it needs the disks named in local_scratch_devices' in text, text[-3000:]
+    assert 'discovery never wipes' in text
+    assert recap(result)['failed'] == 1
+
+
 def test_the_scratch_built_by_an_earlier_run_is_recognised_not_rebuilt():
     result = with_fixture('hgx8_scratch', '--tags', 'local_scratch_preflight')
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
