@@ -412,6 +412,12 @@ def main(argv: t.Optional[list[str]] = None) -> int:
     parser.add_argument('--json', action='store_true', help='print the whole result as JSON')
     parser.add_argument('--strict', action='store_true', help='exit 1 when the node is failing (default: 0 once handled)')
     args = parser.parse_args(argv)
+    for stream in (sys.stdout, sys.stderr):
+        # Whatever the locale, odd characters read from the hardware are escaped, not a UnicodeEncodeError.
+        try:
+            stream.reconfigure(errors='backslashreplace')  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            pass
     try:
         config = load_config(args.config)
     except ConfigError as err:

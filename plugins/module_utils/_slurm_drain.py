@@ -7,7 +7,7 @@ drain_decisions filters) and by the node health check llmforge-nodecheck, so bot
 follow the same rules:
 
 - a failing node that is not drained yet is drained with `llmforge: <check> <subject> <actual>`, from its first
-  failing check (compact, quotes and control characters removed, at most 120 characters); a validator of
+  failing check (compact, ASCII, quotes and control characters removed, at most 120 characters); a validator of
   llmforge-nodecheck that failed on input it could not handle gives a `run` check of the node whose actual value
   is `nodecheck error <what>`, and the reason `llmforge: nodecheck error <what>`;
 - a drained node whose reason starts with `llmforge:` (ours) is resumed once the check named in that reason was
@@ -55,8 +55,10 @@ def drain_reason(checks: t.Iterable[t.Mapping[str, t.Any]]) -> str:
                 text = f'{REASON_PREFIX} {actual}'
             else:
                 text = f"{REASON_PREFIX} {item.get('name')} {item.get('subject') or 'node'} {actual}"
-            # Control characters (a NUL byte read from sysfs) cannot go into scontrol's arguments: blanks.
+            # Control characters (a NUL byte read from sysfs) cannot go into scontrol's arguments: blanks; other
+            # bytes outside ASCII (nvidia-smi's odd output) are question marks, whatever the node's locale.
             text = re.sub(r'[\s\x00-\x1f\x7f]+', ' ', text.replace('"', '').replace("'", '')).strip()
+            text = text.encode('ascii', 'replace').decode('ascii')
             return text[:MAX_REASON].rstrip()
     return ''
 
