@@ -15,7 +15,6 @@ import json
 import pathlib
 import re
 import shutil
-import time
 import typing as t
 from unittest import mock
 
@@ -271,7 +270,7 @@ ODD = [b'\x00', b'\xff', b'\xfe\xfd', b'\xc3', HUGE.encode(), b'-' + HUGE.encode
 def mutated(draw, data: bytes) -> str:
     """The bytes of a fixture with a few mutations, decoded as the health check decodes command output."""
     lines = data.split(b'\n')
-    for _ in range(draw(st.integers(1, 3))):
+    for _round in range(draw(st.integers(1, 3))):
         # Numbers most often: they reach the parsers' arithmetic, where structure mutations stop at the XML.
         op = draw(st.sampled_from(['truncate', 'flip', 'insert', 'delete', 'duplicate'] + ['number'] * 5))
         at = draw(st.integers(0, max(0, len(lines) - 1)))
@@ -310,10 +309,10 @@ GOOD_CONFIG = {'node_name': 'gpu1', 'timeout': 3, 'drain': True, 'requeue': True
                'squeue': 'squeue', 'textfile_dir': '', 'state_file': '',
                'validators': {'gpu_topology': {'profile': 'h200-sxm-8', 'expected': {'gpu_count': 8}, 'nvidia_smi': '/x/nvidia-smi'},
                               'rdma_links': {'sysfs_root': '/sys', 'expected': dict(RDMA_EXPECTED)}}}
-FIELDS = [(key,) for key in GOOD_CONFIG] + [('validators', name, key) for name, settings in GOOD_CONFIG['validators'].items()
-                                             for key in settings] + [('validators', 'gpu_topology', 'expected', 'gpu_count'),
-                                                                     ('validators', 'rdma_links', 'expected', 'hca_count'),
-                                                                     ('validators', 'rdma_links', 'expected', 'rate_gbps')]
+FIELDS = ([(key,) for key in GOOD_CONFIG]
+          + [('validators', name, key) for name, settings in GOOD_CONFIG['validators'].items() for key in settings]
+          + [('validators', 'gpu_topology', 'expected', 'gpu_count'), ('validators', 'rdma_links', 'expected', 'hca_count'),
+             ('validators', 'rdma_links', 'expected', 'rate_gbps')])
 
 
 @seed(20261130)
@@ -368,6 +367,7 @@ def test_property_mutated_nvidia_smi_output_gives_a_handled_result(data):
     target, error = data.draw(st.sampled_from([
         (step, error) for step in ('run_command', 'parse_smi_xml', 'parse_topo_matrix', 'judge') for error in RAISED])
         if data.draw(st.booleans()) else st.just(('run_command', None)))
+
     def nvidia_smi(argv, _timeout):
         return outputs[argv[1]]
     real = nvidia_smi if target == 'run_command' else getattr(gpu, target)
@@ -392,7 +392,7 @@ def test_property_mutated_nvidia_smi_output_gives_a_handled_result(data):
 def test_property_mutated_sysfs_files_give_a_handled_result(sysfs_tree, data):  # pylint: disable=redefined-outer-name
     root, files = sysfs_tree
     config = only('rdma_links', sysfs_root=str(root))
-    spoilt = [data.draw(st.sampled_from(files)) for _ in range(data.draw(st.integers(1, 3)))]
+    spoilt = [data.draw(st.sampled_from(files)) for _count in range(data.draw(st.integers(1, 3)))]
     before = {path: path.read_bytes() for path in spoilt}
     target, error = data.draw(st.sampled_from([(step, error) for step in ('read_ports', 'judge') for error in RAISED])
                               if data.draw(st.booleans()) else st.just(('judge', None)))
