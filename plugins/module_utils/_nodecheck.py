@@ -8,7 +8,13 @@ same reason validate.yml uses, or resumes it when it drained it and the node is 
 _slurm_drain.py). Standard library only, no Ansible.
 
 Every command and every validator runs in its own daemon thread with a deadline, so a hung nvidia-smi or a stuck
-sysfs read cannot hold the program past Slurm's 60 s limit: the check is reported as `timeout <what>` instead.
+sysfs read cannot hold the program past Slurm's 60 s limit: the check is reported as `timeout <what>` instead. A
+validator that fails on input it cannot handle (odd bytes from nvidia-smi, a number too large, a NUL byte in a
+sysfs file) gives a failing `run` check of the node naming the exception and what was being read, and drains the
+node with `llmforge: nodecheck error <what>: <exception>`; metrics and the state file are written all the same.
+
+Commands run as root: scontrol, squeue and nvidia-smi are taken from the expectation file as absolute paths, or as
+bare names looked up in the fixed system directories SYSTEM_DIRS, never through PATH.
 
 Exit status: 0 when the check ran and Slurm was handled, healthy or not (slurmd re-runs a health check that exits
 non-zero at its start and may hold the node's registration until it succeeds: a failing node must register and be
@@ -39,6 +45,12 @@ DEFAULT_CONFIG = '/etc/llmforge/nodecheck.json'
 VALIDATOR = 'nodecheck'
 VALIDATORS = ('gpu_topology', 'rdma_links')
 CONFIG_KEYS = {'node_name', 'validators', 'timeout', 'drain', 'requeue', 'scontrol', 'squeue', 'textfile_dir', 'state_file'}
+# The settings each validator takes.
+VALIDATOR_KEYS = {'gpu_topology': {'profile', 'expected', 'nvidia_smi'}, 'rdma_links': {'sysfs_root', 'expected'}}
+# Where a command given by its bare name is looked for (systemd's PATH order); PATH itself is never used.
+SYSTEM_DIRS = ('/usr/local/sbin', '/usr/local/bin', '/usr/sbin', '/usr/bin', '/sbin', '/bin')
+# An exception's text in a message is cut to this many characters (it may quote a whole input).
+MAX_DETAIL = 300
 
 
 class ConfigError(Exception):
@@ -49,6 +61,56 @@ class SlurmError(Exception):
     """scontrol failed; the message says which command and why."""
 
 
+class CommandNotFound(Exception):
+    """A command given by its bare name is in none of SYSTEM_DIRS."""
+
+
+def _type_name(value: t.Any) -> str:
+    return 'null' if value is None else {dict: 'object', list: 'array', str: 'string', bool: 'boolean'}.get(
+        type(value), 'number' if isinstance(value, (int, float)) else type(value).__name__)
+
+
+def _string(value: t.Any, field: str, what: str = 'a string') -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f'{field} must be {what}, got {_type_name(value)}')
+    if any(ord(char) < 32 for char in value):
+        raise ConfigError(f'{field} must be {what} without control characters, got {value!r}')
+    return value
+
+
+def _command(value: t.Any, field: str) -> str:
+    """A command: a bare name (looked up in SYSTEM_DIRS when run) or an absolute path."""
+    text = _string(value, field, 'a command name or an absolute path')
+    if '/' in text and not os.path.isabs(text):
+        raise ConfigError(f'{field} must be a command name (looked up in {", ".join(SYSTEM_DIRS)}) or an absolute '
+                          f'path, got the relative path {text!r}')
+    return text
+
+
+def _directory(value: t.Any, field: str) -> str:
+    """An absolute path, or '' (none)."""
+    text = _string(value, field, 'an absolute path or empty')
+    if text and not os.path.isabs(text):
+        raise ConfigError(f'{field} must be an absolute path or empty, got {text!r}')
+    return text
+
+
+def resolve_command(command: str) -> str:
+    """The absolute path of a command: itself when absolute, else the first executable of that name in SYSTEM_DIRS."""
+    if os.path.isabs(command):
+        return command
+    for directory in SYSTEM_DIRS:
+        candidate = os.path.join(directory, command)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    raise CommandNotFound(f'{command} not found in {", ".join(SYSTEM_DIRS)} (give its absolute path in the expectation file)')
+
+
+def _unexpected(err: BaseException) -> str:
+    text = str(err).strip() or 'no message'
+    return f'{type(err).__name__}: {text[:MAX_DETAIL] + "..." if len(text) > MAX_DETAIL else text}'
+
+
 def load_config(path: str) -> dict[str, t.Any]:
     """The expectation file, checked field by field."""
     try:
@@ -56,29 +118,53 @@ def load_config(path: str) -> dict[str, t.Any]:
             data = json.load(handle)
     except FileNotFoundError:
         raise ConfigError(f'{path}: not found (the slurm_node role writes it)') from None
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, RecursionError) as err:
         raise ConfigError(f'{path}: cannot be read as JSON: {err}') from None
+    try:
+        return check_config(data)
+    except ConfigError as err:
+        raise ConfigError(f'{path}: {err}') from None
+    except Exception as err:  # pylint: disable=broad-except  # a field nobody foresaw: still exit 2 naming the file
+        raise ConfigError(f'{path}: unexpected {_unexpected(err)}') from None
+
+
+def check_config(data: t.Any) -> dict[str, t.Any]:
+    """The parsed expectation with its defaults, every field type-checked; ConfigError names the field."""
     if not isinstance(data, dict):
-        raise ConfigError(f'{path}: expected a JSON object, got {type(data).__name__}')
+        raise ConfigError(f'expected a JSON object, got {type(data).__name__}')
     unknown = sorted(set(data) - CONFIG_KEYS)
     if unknown:
-        raise ConfigError(f'{path}: unknown field(s) {", ".join(unknown)}; known: {", ".join(sorted(CONFIG_KEYS))}')
+        raise ConfigError(f'unknown field(s) {", ".join(unknown)}; known: {", ".join(sorted(CONFIG_KEYS))}')
     config = {'node_name': '', 'validators': {}, 'timeout': 10, 'drain': True, 'requeue': True, 'scontrol': 'scontrol',
               'squeue': 'squeue', 'textfile_dir': '', 'state_file': ''}
     config.update(data)
-    if not isinstance(config['node_name'], str):
-        raise ConfigError(f'{path}: node_name must be a string')
+    _string(config['node_name'], 'node_name')
     timeout = config['timeout']
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 50:
-        raise ConfigError(f'{path}: timeout must be a number of seconds in (0, 50], got {timeout!r}')
+        raise ConfigError(f'timeout must be a number of seconds in (0, 50], got {timeout!r}')
     validators = config['validators']
     if not isinstance(validators, dict) or set(validators) - set(VALIDATORS):
-        raise ConfigError(f'{path}: validators must be an object with keys among {", ".join(VALIDATORS)}')
+        raise ConfigError(f'validators must be an object with keys among {", ".join(VALIDATORS)}')
     for name, settings in validators.items():
         if not isinstance(settings, dict):
-            raise ConfigError(f'{path}: validators.{name} must be an object')
+            raise ConfigError(f'validators.{name} must be an object, got {_type_name(settings)}')
+        unknown = sorted(set(settings) - VALIDATOR_KEYS[name])
+        if unknown:
+            raise ConfigError(f'validators.{name}: unknown field(s) {", ".join(unknown)}; '
+                              f'known: {", ".join(sorted(VALIDATOR_KEYS[name]))}')
         if not isinstance(settings.get('expected', {}), dict):
-            raise ConfigError(f'{path}: validators.{name}.expected must be an object')
+            raise ConfigError(f'validators.{name}.expected must be an object, got {_type_name(settings["expected"])}')
+    if 'gpu_topology' in validators:
+        settings = validators['gpu_topology']
+        if settings.get('profile') is not None:
+            _string(settings['profile'], 'validators.gpu_topology.profile', 'a profile name or null')
+        if settings.get('nvidia_smi'):
+            _command(settings['nvidia_smi'], 'validators.gpu_topology.nvidia_smi')
+        elif settings.get('nvidia_smi') not in (None, ''):
+            raise ConfigError(f'validators.gpu_topology.nvidia_smi must be a command name or an absolute path, '
+                              f'got {_type_name(settings["nvidia_smi"])}')
+    if 'rdma_links' in validators and validators['rdma_links'].get('sysfs_root') is not None:
+        _directory(validators['rdma_links']['sysfs_root'], 'validators.rdma_links.sysfs_root')
     try:
         if 'gpu_topology' in validators:
             settings = validators['gpu_topology']
@@ -86,13 +172,16 @@ def load_config(path: str) -> dict[str, t.Any]:
         if 'rdma_links' in validators:
             rdma.resolve_expectation(validators['rdma_links'].get('expected') or {})
     except (gpu.GpuTopologyError, rdma.RdmaLinksError) as err:
-        raise ConfigError(f'{path}: validators: {err}') from None
+        raise ConfigError(f'validators: {err}') from None
+    except Exception as err:  # pylint: disable=broad-except  # an expectation the checks choke on
+        raise ConfigError(f'validators: unexpected {_unexpected(err)}') from None
     for key in ('drain', 'requeue'):
         if not isinstance(config[key], bool):
-            raise ConfigError(f'{path}: {key} must be true or false')
-    for key in ('scontrol', 'squeue', 'textfile_dir', 'state_file'):
-        if not isinstance(config[key], str):
-            raise ConfigError(f'{path}: {key} must be a string')
+            raise ConfigError(f'{key} must be true or false')
+    for key in ('scontrol', 'squeue'):
+        _command(config[key], key)
+    for key in ('textfile_dir', 'state_file'):
+        _directory(config[key], key)
     return config
 
 
@@ -126,45 +215,90 @@ def _timeout_check(what: str, timeout: float, message: str) -> dict[str, t.Any]:
     return check('timeout', FAIL, what, f'<= {timeout:g}s', f'> {timeout:g}s', message)
 
 
+def _last_path(err: BaseException) -> t.Optional[str]:
+    """The `path` the innermost frame of the traceback that had one was handling (the file being read), if any."""
+    found = None
+    trace = err.__traceback__
+    while trace is not None:
+        value = trace.tb_frame.f_locals.get('path')
+        if isinstance(value, str):
+            found = value
+        trace = trace.tb_next
+    return found
+
+
+def error_check(what: str, err: BaseException) -> dict[str, t.Any]:
+    """The failing `run` check of a validator that raised on input it could not handle; the node drains with
+    `llmforge: nodecheck error <what>: <exception type>` (see _slurm_drain)."""
+    path = _last_path(err)
+    where = f'{what} ({path!r})' if path and path not in what else what
+    message = f'nodecheck error while reading {where}: unexpected {_unexpected(err)}'
+    return check('run', FAIL, 'node', None, f'{drain.ERROR_REASON} {what}: {type(err).__name__}', message)
+
+
 def run_validators(config: dict[str, t.Any]) -> list[dict[str, t.Any]]:
     """The checks of every configured validator; a validator that cannot run gives one failing check."""
     timeout = float(config['timeout'])
     validators = config['validators']
     tasks: dict[str, Task] = {}
+    checks: list[dict[str, t.Any]] = []
     if 'gpu_topology' in validators:
         smi = validators['gpu_topology'].get('nvidia_smi') or 'nvidia-smi'
-        # Both nvidia-smi calls at once: the node check's time is the slower one, not their sum.
-        tasks['nvidia-smi -q -x'] = Task(lambda: gpu.run_command([smi, '-q', '-x'], timeout))
-        tasks['nvidia-smi topo -m'] = Task(lambda: gpu.run_command([smi, 'topo', '-m'], timeout))
+        try:
+            smi = resolve_command(smi)
+        except CommandNotFound:
+            message = f'{smi} not found: is the NVIDIA driver installed? (looked in {", ".join(SYSTEM_DIRS)})'
+            checks.append(check('run', FAIL, 'nvidia-smi', None, message, message))
+        else:
+            # Both nvidia-smi calls at once: the node check's time is the slower one, not their sum.
+            tasks['nvidia-smi -q -x'] = Task(lambda: gpu.run_command([smi, '-q', '-x'], timeout))
+            tasks['nvidia-smi topo -m'] = Task(lambda: gpu.run_command([smi, 'topo', '-m'], timeout))
     if 'rdma_links' in validators:
         settings = validators['rdma_links']
-        tasks['rdma_links'] = Task(lambda: rdma.evaluate(settings.get('sysfs_root') or '/sys', settings.get('expected') or {}))
+        sysfs_root = settings.get('sysfs_root') or '/sys'
+        tasks[f'sysfs {sysfs_root}'] = Task(lambda: rdma.evaluate(sysfs_root, settings.get('expected') or {}))
     # A little more than the commands' own timeout, which fires first and names the command.
     deadline = time.monotonic() + timeout + 1.0
     outputs: dict[str, t.Any] = {}
-    checks: list[dict[str, t.Any]] = []
     for what, task in tasks.items():
+        # The checks name the validator (rdma_links), as before; errors name what was read.
+        subject = 'rdma_links' if what.startswith('sysfs ') else what
         try:
             outputs[what] = task.result(deadline)
         except (TimeoutError, gpu.CommandTimeout):
-            checks.append(_timeout_check(what, timeout, f'{what} did not finish within {timeout:g} s'))
+            checks.append(_timeout_check(subject, timeout, f'{subject} did not finish within {timeout:g} s'))
         except (gpu.GpuTopologyError, rdma.RdmaLinksError, OSError) as err:
-            checks.append(check('run', FAIL, what.split()[0], None, str(err), str(err)))
+            checks.append(check('run', FAIL, subject.split()[0], None, str(err), str(err)))
+        except Exception as err:  # pylint: disable=broad-except  # any other failure is this validator's
+            checks.append(error_check(what, err))
     if 'nvidia-smi -q -x' in outputs and 'nvidia-smi topo -m' in outputs:
+        what = 'nvidia-smi -q -x'
         try:
-            facts = gpu.parse_smi_xml(outputs['nvidia-smi -q -x'])
-            topo = gpu.parse_topo_matrix(outputs['nvidia-smi topo -m'])
+            facts = gpu.parse_smi_xml(outputs[what])
+            what = 'nvidia-smi topo -m'
+            topo = gpu.parse_topo_matrix(outputs[what])
+            what = 'nvidia-smi -q -x and topo -m'
             checks.extend(gpu.judge(facts, topo, config['gpu_want']))
         except gpu.GpuTopologyError as err:
             checks.append(check('run', FAIL, 'nvidia-smi', None, str(err), str(err)))
-    if 'rdma_links' in outputs:
-        checks.extend(outputs['rdma_links']['checks'])
+        except Exception as err:  # pylint: disable=broad-except
+            checks.append(error_check(what, err))
+    for what, output in outputs.items():
+        if what.startswith('sysfs '):
+            try:
+                checks.extend(output['checks'])
+            except Exception as err:  # pylint: disable=broad-except
+                checks.append(error_check(what, err))
     # Failures first, as in the report, so the drain reason names the first failing check.
     return sorted(checks, key=lambda item: item['status'] != FAIL)
 
 
 def _scontrol(argv: list[str], timeout: float) -> str:
     command = ' '.join(argv)
+    try:
+        argv = [resolve_command(argv[0]), *argv[1:]]
+    except CommandNotFound as err:
+        raise SlurmError(str(err)) from None
     # The thread's deadline also bounds a command that outlives its own timeout (a process stuck in the kernel).
     task = Task(lambda: proc.run(argv, timeout))
     try:
@@ -238,6 +372,8 @@ def run(config: dict[str, t.Any], node_name: str, use_slurm: bool, dry_run: bool
             result['slurm'] = slurm_act(config, checks, node_name, dry_run)
         except SlurmError as err:
             result['slurm_error'] = str(err)
+        except Exception as err:  # pylint: disable=broad-except  # odd scontrol output: Slurm not handled, exit 3
+            result['slurm_error'] = f'unexpected {_unexpected(err)} while reading or updating the node in Slurm'
     result['duration_seconds'] = time.monotonic() - started
     result['finished_at'] = time.time()
     return result
@@ -262,6 +398,11 @@ def summary(result: dict[str, t.Any]) -> str:
     return text
 
 
+def _json_text(result: dict[str, t.Any]) -> str:
+    # default=str: a value a parser left in a check that JSON has no type for is written as its text.
+    return json.dumps(result, indent=1, sort_keys=True, default=str)
+
+
 def main(argv: t.Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog='llmforge-nodecheck', description=__doc__.split('\n\n', maxsplit=1)[0])
     parser.add_argument('--config', default=DEFAULT_CONFIG, help=f'expectation file (default {DEFAULT_CONFIG})')
@@ -271,6 +412,12 @@ def main(argv: t.Optional[list[str]] = None) -> int:
     parser.add_argument('--json', action='store_true', help='print the whole result as JSON')
     parser.add_argument('--strict', action='store_true', help='exit 1 when the node is failing (default: 0 once handled)')
     args = parser.parse_args(argv)
+    for stream in (sys.stdout, sys.stderr):
+        # Whatever the locale, odd characters read from the hardware are escaped, not a UnicodeEncodeError.
+        try:
+            stream.reconfigure(errors='backslashreplace')  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            pass
     try:
         config = load_config(args.config)
     except ConfigError as err:
@@ -278,17 +425,19 @@ def main(argv: t.Optional[list[str]] = None) -> int:
         return 2
     node_name = args.node or config['node_name'] or os.environ.get('SLURMD_NODENAME') or os.uname().nodename.split('.')[0]
     result = run(config, node_name, use_slurm=not args.no_slurm, dry_run=args.dry_run)
-    outputs = []
+    outputs: list[tuple[str, t.Callable[[], str]]] = []
     if config['textfile_dir']:
-        outputs.append((os.path.join(config['textfile_dir'], 'llmforge_nodecheck.prom'), metrics_text(result)))
+        outputs.append((os.path.join(config['textfile_dir'], 'llmforge_nodecheck.prom'), lambda: metrics_text(result)))
     if config['state_file']:
-        outputs.append((config['state_file'], json.dumps(result, indent=1, sort_keys=True) + '\n'))
-    for path, text in outputs:
+        outputs.append((config['state_file'], lambda: _json_text(result) + '\n'))
+    for path, render in outputs:
         try:
-            files.write_atomic(path, text)
+            files.write_atomic(path, render())
         except OSError as err:
             sys.stderr.write(f'llmforge-nodecheck: cannot write {path}: {err}\n')
-    sys.stdout.write((json.dumps(result, indent=1, sort_keys=True) if args.json else summary(result)) + '\n')
+        except Exception as err:  # pylint: disable=broad-except  # the other output is still written
+            sys.stderr.write(f'llmforge-nodecheck: cannot write {path}: unexpected {_unexpected(err)}\n')
+    sys.stdout.write((_json_text(result) if args.json else summary(result)) + '\n')
     if result['slurm_error']:
         sys.stderr.write(f"llmforge-nodecheck: {result['slurm_error']}\n")
         return 3

@@ -7,7 +7,9 @@ drain_decisions filters) and by the node health check llmforge-nodecheck, so bot
 follow the same rules:
 
 - a failing node that is not drained yet is drained with `llmforge: <check> <subject> <actual>`, from its first
-  failing check (compact, quotes removed, at most 120 characters);
+  failing check (compact, ASCII, quotes and control characters removed, at most 120 characters); a validator of
+  llmforge-nodecheck that failed on input it could not handle gives a `run` check of the node whose actual value
+  is `nodecheck error <what>`, and the reason `llmforge: nodecheck error <what>`;
 - a drained node whose reason starts with `llmforge:` (ours) is resumed once the check named in that reason was
   evaluated again and nothing fails; a reason naming a check this run did not evaluate (e.g. an NCCL bandwidth
   drain seen by the node health check) is left alone;
@@ -24,7 +26,10 @@ REASON_PREFIX = 'llmforge:'
 MAX_REASON = 120
 # Checks that stand for a whole validator that could not run (see llmforge-nodecheck): a drain for one of them is
 # lifted when the validators ran and passed.
-RUN_CHECKS = frozenset({'run', 'timeout'})
+RUN_CHECKS = frozenset({'run', 'timeout', 'nodecheck'})
+# The actual value of llmforge-nodecheck's `run` check for a validator that raised on unexpected input; its drain
+# reason is `llmforge: nodecheck error <what>` (named by `nodecheck`, lifted as the other RUN_CHECKS are).
+ERROR_REASON = 'nodecheck error'
 
 _STATE = re.compile(r'(?:^|\s)State=(\S+)')
 # Reason runs to the next ` Key=` field (or the end); Slurm appends ` [user@time]`.
@@ -55,8 +60,15 @@ def drain_reason(checks: t.Iterable[t.Mapping[str, t.Any]]) -> str:
     """`llmforge: <check> <subject> <actual>` of the first failing check; '' when nothing fails."""
     for item in _checks(checks):
         if item.get('status') == 'fail':
-            text = f"{REASON_PREFIX} {item.get('name')} {item.get('subject') or 'node'} {_actual_text(item)}"
-            text = re.sub(r'\s+', ' ', text.replace('"', '').replace("'", '')).strip()
+            actual = _actual_text(item)
+            if item.get('name') == 'run' and actual.startswith(ERROR_REASON + ' '):
+                text = f'{REASON_PREFIX} {actual}'
+            else:
+                text = f"{REASON_PREFIX} {item.get('name')} {item.get('subject') or 'node'} {actual}"
+            # Control characters (a NUL byte read from sysfs) cannot go into scontrol's arguments: blanks; other
+            # bytes outside ASCII (nvidia-smi's odd output) are question marks, whatever the node's locale.
+            text = re.sub(r'[\s\x00-\x1f\x7f]+', ' ', text.replace('"', '').replace("'", '')).strip()
+            text = text.encode('ascii', 'replace').decode('ascii')
             return text[:MAX_REASON].rstrip()
     return ''
 

@@ -212,6 +212,7 @@ healthy:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import _gpu_topology as gpu
+from ansible_collections.llmforge.cluster.plugins.module_utils import _module_errors as errors
 
 
 def main():
@@ -232,14 +233,18 @@ def main():
     nvidia_smi = params['nvidia_smi_path']
     if '/' not in nvidia_smi:
         nvidia_smi = module.get_bin_path(nvidia_smi, opt_dirs=['/usr/bin', '/usr/local/bin']) or nvidia_smi
-    try:
-        want = gpu.resolve_expectation(params['profile'], params['expected'])
-        facts, topo = gpu.gather(nvidia_smi, params['timeout'])
-    except gpu.GpuTopologyError as err:
-        module.fail_json(msg=str(err), **empty)
-    result = gpu.evaluate(facts, topo, want)
-    if params['fail_on_mismatch'] and not result['healthy']:
-        module.fail_json(msg=gpu.failure_summary(result['checks']), changed=False, **result)
+    with errors.last_resort(module.fail_json, **empty) as handling:
+        try:
+            handling.what = f"profile {params['profile']!r} and expected {params['expected']!r}"
+            want = gpu.resolve_expectation(params['profile'], params['expected'])
+            handling.what = f"the output of '{nvidia_smi} -q -x' and '{nvidia_smi} topo -m'"
+            facts, topo = gpu.gather(nvidia_smi, params['timeout'])
+        except gpu.GpuTopologyError as err:
+            module.fail_json(msg=str(err), **empty)
+        handling.what = f"the GPU facts against profile {params['profile']!r} and expected {params['expected']!r}"
+        result = gpu.evaluate(facts, topo, want)
+        if params['fail_on_mismatch'] and not result['healthy']:
+            module.fail_json(msg=gpu.failure_summary(result['checks']), changed=False, **result)
     module.exit_json(changed=False, **result)
 
 

@@ -198,6 +198,7 @@ healthy:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.llmforge.cluster.plugins.module_utils import _module_errors as errors
 from ansible_collections.llmforge.cluster.plugins.module_utils import _nccl_tests as nccl
 
 
@@ -221,27 +222,29 @@ def main():
         module.fail_json(msg=f"timeout must be a positive number of seconds, got {params['timeout']}", **empty)
     if params['plateau_min_bytes'] < 0:
         module.fail_json(msg=f"plateau_min_bytes must not be negative, got {params['plateau_min_bytes']}", **empty)
-    try:
-        if params['command'] is not None:
-            if not params['command']:
-                raise nccl.NcclTestsError('command is empty: give the program and its arguments')
-            result = nccl.run_and_judge(params['command'], params['timeout'], params['min_busbw_gbps'],
-                                        params['plateau_min_bytes'])
-        else:
-            try:
-                with open(params['output_file'], encoding='utf-8', errors='replace') as handle:
-                    text = handle.read()
-            except OSError as err:
-                raise nccl.NcclTestsError(f"cannot read output_file {params['output_file']}: {err.strerror}") from None
-            try:
-                facts = nccl.parse_output(text)
-            except nccl.NcclTestsError as err:
-                raise nccl.NcclTestsError(f"{params['output_file']}: {err}") from None
-            result = nccl.evaluate(facts, params['min_busbw_gbps'], params['plateau_min_bytes'])
-    except nccl.NcclTestsError as err:
-        module.fail_json(msg=str(err), **empty)
-    if params['fail_on_mismatch'] and not result['healthy']:
-        module.fail_json(msg=nccl.failure_summary(result['checks']), changed=False, **result)
+    source = f"the output of {' '.join(params['command'])!r}" if params['command'] is not None else f"output_file {params['output_file']}"
+    with errors.last_resort(module.fail_json, source, **empty):
+        try:
+            if params['command'] is not None:
+                if not params['command']:
+                    raise nccl.NcclTestsError('command is empty: give the program and its arguments')
+                result = nccl.run_and_judge(params['command'], params['timeout'], params['min_busbw_gbps'],
+                                            params['plateau_min_bytes'])
+            else:
+                try:
+                    with open(params['output_file'], encoding='utf-8', errors='replace') as handle:
+                        text = handle.read()
+                except OSError as err:
+                    raise nccl.NcclTestsError(f"cannot read output_file {params['output_file']}: {err.strerror}") from None
+                try:
+                    facts = nccl.parse_output(text)
+                except nccl.NcclTestsError as err:
+                    raise nccl.NcclTestsError(f"{params['output_file']}: {err}") from None
+                result = nccl.evaluate(facts, params['min_busbw_gbps'], params['plateau_min_bytes'])
+        except nccl.NcclTestsError as err:
+            module.fail_json(msg=str(err), **empty)
+        if params['fail_on_mismatch'] and not result['healthy']:
+            module.fail_json(msg=nccl.failure_summary(result['checks']), changed=False, **result)
     module.exit_json(changed=False, **result)
 
 

@@ -174,6 +174,7 @@ healthy:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.llmforge.cluster.plugins.module_utils import _module_errors as errors
 from ansible_collections.llmforge.cluster.plugins.module_utils import _rdma_links as rdma
 
 
@@ -186,12 +187,15 @@ def main():
         ),
         supports_check_mode=True,
     )
-    try:
-        result = rdma.evaluate(module.params['sysfs_root'], module.params['expected'])
-    except rdma.RdmaLinksError as err:
-        module.fail_json(msg=str(err), ports=[], checks=[], healthy=False)
-    if module.params['fail_on_mismatch'] and not result['healthy']:
-        module.fail_json(msg=rdma.failure_summary(result['checks']), changed=False, **result)
+    empty = dict(ports=[], checks=[], healthy=False)
+    what = f"sysfs under {module.params['sysfs_root']} against expected {module.params['expected']!r}"
+    with errors.last_resort(module.fail_json, what, **empty):
+        try:
+            result = rdma.evaluate(module.params['sysfs_root'], module.params['expected'])
+        except rdma.RdmaLinksError as err:
+            module.fail_json(msg=str(err), **empty)
+        if module.params['fail_on_mismatch'] and not result['healthy']:
+            module.fail_json(msg=rdma.failure_summary(result['checks']), changed=False, **result)
     module.exit_json(changed=False, **result)
 
 

@@ -218,6 +218,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.formatters import human_to_bytes
 
+from ansible_collections.llmforge.cluster.plugins.module_utils import _module_errors as errors
 from ansible_collections.llmforge.cluster.plugins.module_utils import _scratch_devices as sd
 
 
@@ -252,18 +253,20 @@ def main():
     lsblk = params['lsblk_path']
     if '/' not in lsblk:
         lsblk = module.get_bin_path(lsblk, opt_dirs=['/usr/bin', '/bin', '/usr/sbin', '/sbin']) or lsblk
-    requested = [os.path.realpath(path) for path in params['devices']]
-    try:
-        roots, sources, uuids = sd.gather(lsblk, params['timeout'], params['proc_root'], params['mdadm_conf_path'],
-                                          params['name'])
-        result = sd.select(roots, requested=requested, model_regex=params['model_regex'], min_size=min_size,
-                           transports=params['transports'], name=params['name'], fstype=params['fstype'],
-                           mount_point=params['mount_point'], force=params['force'], sources=sources,
-                           scratch_uuids=uuids)
-    except sd.ScratchDevicesError as err:
-        module.fail_json(msg=str(err), **empty)
-    if params['fail_on_mismatch'] and not result['healthy']:
-        module.fail_json(msg=sd.failure_summary(result['checks']), changed=False, **result)
+    what = f"the output of '{lsblk}', {params['proc_root']} and {', '.join(params['mdadm_conf_path'])}"
+    with errors.last_resort(module.fail_json, what, **empty):
+        requested = [os.path.realpath(path) for path in params['devices']]
+        try:
+            roots, sources, uuids = sd.gather(lsblk, params['timeout'], params['proc_root'], params['mdadm_conf_path'],
+                                              params['name'])
+            result = sd.select(roots, requested=requested, model_regex=params['model_regex'], min_size=min_size,
+                               transports=params['transports'], name=params['name'], fstype=params['fstype'],
+                               mount_point=params['mount_point'], force=params['force'], sources=sources,
+                               scratch_uuids=uuids)
+        except sd.ScratchDevicesError as err:
+            module.fail_json(msg=str(err), **empty)
+        if params['fail_on_mismatch'] and not result['healthy']:
+            module.fail_json(msg=sd.failure_summary(result['checks']), changed=False, **result)
     module.exit_json(changed=False, **result)
 
 

@@ -30,12 +30,28 @@ def install(module: str, python_dir: pathlib.Path) -> pathlib.Path:
     return python_dir
 
 
+# A launcher whose code directory is fixed (no variable of the environment can change it).
+FIXED_LIBRARY = "LIBRARY = '/usr/local/lib/llmforge/python'\n"
+
+
+def launcher_for(module: str, python_dir: pathlib.Path) -> pathlib.Path:
+    """The launcher itself, or for one with a fixed code directory a copy beside `python_dir` pointed at it."""
+    launcher = LAUNCHERS[module]
+    text = launcher.read_text(encoding='utf-8')
+    if FIXED_LIBRARY not in text:
+        return launcher
+    copy = python_dir.parent / f'{launcher.name}.launcher'
+    copy.write_text(text.replace(FIXED_LIBRARY, f'LIBRARY = {str(python_dir)!r}\n'), encoding='utf-8')
+    return copy
+
+
 def run_launcher(module: str, python_dir: pathlib.Path, *args: str, env: t.Optional[dict] = None,
                  **kwargs: t.Any) -> subprocess.CompletedProcess:
-    """The installed program: its launcher in an isolated Python (-I: no PYTHON* variables, no user site) with
-    LLMFORGE_PYTHON_DIR naming where its code was installed; `env` replaces the environment (PATH kept)."""
+    """The installed program: its launcher in an isolated Python (-I: no PYTHON* variables, no user site) finding
+    its code in `python_dir` (a launcher with a fixed directory: a copy pointed there; the others: through
+    LLMFORGE_PYTHON_DIR); `env` replaces the environment (PATH kept)."""
     base = env if env is not None else {key: value for key, value in os.environ.items() if key != 'PYTHONPATH'}
     full_env = dict(base, LLMFORGE_PYTHON_DIR=str(python_dir))
     kwargs.setdefault('timeout', 60)
-    return subprocess.run([sys.executable, '-I', str(LAUNCHERS[module]), *args], capture_output=True, text=True,
-                          env=full_env, check=False, **kwargs)
+    return subprocess.run([sys.executable, '-I', str(launcher_for(module, python_dir)), *args], capture_output=True,
+                          text=True, env=full_env, check=False, **kwargs)

@@ -95,7 +95,7 @@ def test_each_program_runs_from_its_installed_code_alone(tmp_path, module):
 def test_each_launcher_is_a_short_python3_program_and_fails_clearly_without_its_code(tmp_path, module):
     launcher = LAUNCHERS[module]
     text = launcher.read_text(encoding='utf-8')
-    assert text.startswith('#!/usr/bin/python3\n') and launcher.stat().st_mode & 0o111
+    assert text.startswith(('#!/usr/bin/python3\n', '#!/usr/bin/python3 -I\n')) and launcher.stat().st_mode & 0o111
     assert len([line for line in text.splitlines() if line and not line.startswith('#')]) <= 12
     result = run_launcher(module, tmp_path / 'nowhere')
     assert result.returncode in (1, 2) and f'{launcher.name}: cannot load its ' in result.stderr
@@ -106,7 +106,11 @@ def test_launchers_and_roles_agree_on_the_python_directory():
     role_vars = yaml.safe_load((ROOT / 'roles' / 'node_programs' / 'vars' / 'main.yml').read_text(encoding='utf-8'))
     python_dir = role_vars['_node_programs_python_dir']
     for launcher in LAUNCHERS.values():
-        assert f"os.environ.get('LLMFORGE_PYTHON_DIR', '{python_dir}')" in launcher.read_text(encoding='utf-8')
+        text = launcher.read_text(encoding='utf-8')
+        assert f"LIBRARY = '{python_dir}'\n" in text or f"os.environ.get('LLMFORGE_PYTHON_DIR', '{python_dir}')" in text
+    # The health check runs as root: its code directory is fixed, in an isolated Python.
+    text = LAUNCHERS['_nodecheck'].read_text(encoding='utf-8')
+    assert 'LLMFORGE_PYTHON_DIR' not in text and 'os.environ' not in text and text.startswith('#!/usr/bin/python3 -I\n')
     slurm_node = yaml.safe_load((ROOT / 'roles' / 'slurm_node' / 'vars' / 'main.yml').read_text(encoding='utf-8'))
     assert slurm_node['_slurm_node_health_check_python_dir'] == python_dir
     assert slurm_node['_slurm_node_health_check_package_path'] == np.PACKAGE_PATH

@@ -316,18 +316,44 @@ def test_bad_expectation_files_are_named_and_exit_2(tmp_path, capsys, content, m
     assert err.startswith(f'llmforge-nodecheck: {path}: ') and message in err
 
 
+def launcher(tmp_path, library):
+    """A copy of the wrapper the role installs, its fixed library directory replaced by `library`."""
+    text = PROGRAM.read_text()
+    assert "LIBRARY = '/usr/local/lib/llmforge/python'\n" in text
+    copy = tmp_path / 'llmforge-nodecheck'
+    copy.write_text(text.replace("'/usr/local/lib/llmforge/python'", repr(str(library))))
+    return copy
+
+
 def test_installed_program_runs_from_its_library_dir(node, tmp_path):
     """The wrapper the role installs, pointed at this checkout's module_utils as its library."""
     env = {key: value for key, value in os.environ.items() if key != 'PYTHONPATH'}
-    env['LLMFORGE_PYTHON_DIR'] = str(REPO / 'collections')
-    proc = subprocess.run([sys.executable, str(PROGRAM), '--config', str(tmp_path / 'nodecheck.json.in'), '--json'],
+    proc = subprocess.run([sys.executable, str(launcher(tmp_path, REPO / 'collections')), '--config',
+                           str(tmp_path / 'nodecheck.json.in'), '--json'],
                           capture_output=True, text=True, env=env, timeout=30, check=False)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result['healthy'] is True and result['slurm']['action'] is None
     assert {c['name'] for c in result['checks']} >= {'gpu_count', 'nvlink', 'pcie_width', 'state', 'rate'}
-    # Nothing else may provide the checks (the Makefile exports PYTHONPATH=collections).
-    bare = {key: value for key, value in os.environ.items() if key != 'PYTHONPATH'}
-    proc = subprocess.run([sys.executable, str(PROGRAM)], capture_output=True, text=True, timeout=30, check=False,
-                          env=dict(bare, LLMFORGE_PYTHON_DIR=str(tmp_path / 'nowhere')))
-    assert proc.returncode == 2 and 'cannot load its checks from' in proc.stderr
+    # Nothing else may provide the checks: neither PYTHONPATH (the Makefile exports PYTHONPATH=collections) nor
+    # the variable that used to name the library.
+    proc = subprocess.run([sys.executable, str(launcher(tmp_path, tmp_path / 'nowhere'))], capture_output=True,
+                          text=True, timeout=30, check=False,
+                          env=dict(os.environ, PYTHONPATH=str(REPO / 'collections'), LLMFORGE_PYTHON_DIR=str(REPO / 'collections')))
+    assert proc.returncode == 2 and f'cannot load its checks from {tmp_path}/nowhere' in proc.stderr
+
+
+def test_the_environment_puts_nothing_on_the_import_path(node, tmp_path):
+    """Run as root, the program imports nothing from PYTHONPATH, the current directory or the user's site."""
+    planted = tmp_path / 'planted'
+    planted.mkdir()
+    marker = tmp_path / 'imported'
+    (planted / 'json.py').write_text(f'open({str(marker)!r}, "w").close()\nraise SystemExit(99)\n')
+    program = launcher(tmp_path, REPO / 'collections')
+    shutil.copy(planted / 'json.py', tmp_path / 'json.py')  # beside the program, too
+    proc = subprocess.run([sys.executable, str(program), '--config', str(tmp_path / 'nodecheck.json.in'), '--no-slurm'],
+                          capture_output=True, text=True, timeout=30, check=False, cwd=planted,
+                          env=dict(os.environ, PYTHONPATH=str(planted), PYTHONUSERBASE=str(planted)))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not marker.exists() and 'healthy' in proc.stdout
+    assert PROGRAM.read_text().startswith('#!/usr/bin/python3 -I\n')

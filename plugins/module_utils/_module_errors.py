@@ -1,0 +1,48 @@
+# Copyright: (c) 2026, llmforge.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The last-resort handler of the collection's modules: an unexpected exception becomes a failure with a message.
+
+Standard library only, no Ansible import. A module runs its work inside ``last_resort``; whatever escapes its own
+error handling (a parser that met input nobody foresaw) is turned into ``fail(msg=..., exception=<traceback>,
+**result)`` (AnsibleModule.fail_json) with a message naming the exception, its text and the input being handled,
+instead of a MODULE FAILURE traceback. The traceback goes to ``exception`` (shown with -vvv), not to the message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import traceback
+import typing as t
+
+# An exception's text can be huge (it may quote the input); the message keeps its start.
+MAX_DETAIL = 300
+
+
+def describe(err: BaseException, what: str) -> str:
+    """`unexpected OverflowError while reading <what>: <text>`, the text cut to MAX_DETAIL characters."""
+    text = str(err).strip() or 'no message'
+    if len(text) > MAX_DETAIL:
+        text = text[:MAX_DETAIL] + '...'
+    where = f' while reading {what}' if what else ''
+    return f'unexpected {type(err).__name__}{where}: {text}'
+
+
+class Input:
+    """What the module is handling now; set `what` before each step so a failure names its input."""
+
+    def __init__(self, what: str = '') -> None:
+        self.what = what
+
+
+@contextlib.contextmanager
+def last_resort(fail: t.Callable[..., t.Any], what: str = '', **result: t.Any) -> t.Iterator[Input]:
+    """Run the block; an Exception escaping it calls ``fail(msg=..., exception=<traceback>, **result)``.
+
+    SystemExit (exit_json/fail_json) and KeyboardInterrupt pass through untouched.
+    """
+    current = Input(what)
+    try:
+        yield current
+    except Exception as err:  # pylint: disable=broad-except  # the point of a last resort
+        fail(msg=describe(err, current.what), exception=traceback.format_exc(), **result)
+        raise  # fail_json does not return; a `fail` that does must not hide the error
