@@ -369,7 +369,7 @@ def without_timestamp(text: str) -> str:
 
 def test_collector_is_executable_python3_without_collection_imports():
     text = COLLECTOR.read_text(encoding='utf-8')
-    assert text.startswith('#!/usr/bin/python3\n')
+    assert text.startswith('#!/usr/bin/python3 -I\n')
     assert os.access(COLLECTOR, os.X_OK)
     assert 'ansible' not in re.findall(r'(?m)^\s*(?:from|import)\s+(\w+)', text)
 
