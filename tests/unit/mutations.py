@@ -57,7 +57,7 @@ def _mutate_once(draw: st.DrawFn, data: bytes) -> bytes:
 def mutated_bytes(draw: st.DrawFn, originals: t.Sequence[bytes]) -> bytes:
     """One of `originals` with one to three mutations."""
     data = draw(st.sampled_from(list(originals)))
-    for _ in range(draw(st.integers(1, 3))):
+    for _round in range(draw(st.integers(1, 3))):
         data = draw(_mutate_once(data))
     return data
 
@@ -83,7 +83,7 @@ def _paths(value: t.Any, prefix: tuple = ()) -> t.Iterator[tuple]:
 def mutated_structure(draw: st.DrawFn, originals: t.Sequence[t.Any]) -> t.Any:
     """A deep copy of one of `originals` with one to three values swapped for hostile ones or keys removed."""
     value = copy.deepcopy(draw(st.sampled_from(list(originals))))
-    for _ in range(draw(st.integers(1, 3))):
+    for _round in range(draw(st.integers(1, 3))):
         paths = list(_paths(value))
         path = draw(st.sampled_from(paths))
         hostile = draw(st.sampled_from(HOSTILE_VALUES))

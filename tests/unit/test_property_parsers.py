@@ -184,7 +184,7 @@ RDMA_WANT = {'hca_count': 8, 'rate_gbps': 400, 'mtu': 4096}
 def sysfs(tmp_path_factory):
     root = str(tmp_path_factory.mktemp('sysfs'))
     _trees.build('ndr8_healthy', root)
-    files = sorted(os.path.join(d, f) for d, _, names in os.walk(root) for f in names)
+    files = sorted(os.path.join(d, f) for d, _dirs, names in os.walk(root) for f in names)
     return root, {path: open(path, 'rb').read() for path in files}
 
 
