@@ -1,0 +1,80 @@
+# Copyright: (c) 2026, llmforge.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The host firewall (llmforge.cluster.firewall) seen from the network.
+
+Each probe is a real TCP connection from one container to another's management address, on a port where a daemon
+listens: Slurm's ports answer only cluster hosts, SSH to a GPU node only the login and controller nodes, the
+node exporters nobody here (the scenario has no metrics host), while SSH to the login node stays open to everyone.
+admin1 (inside cluster_admin_cidrs) and outsider1 (outside) are test clients outside the `cluster` group.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from scenario_helpers import docker_hosts
+
+# molecule.yml gives each container its address on the one test network (the management network here).
+ADDRESSES = {'ctl1': '10.213.0.10', 'gpu1': '10.213.0.11', 'gpu2': '10.213.0.12', 'login1': '10.213.0.20'}
+CLIENTS = ('ctl1', 'gpu1', 'gpu2', 'login1', 'admin1', 'outsider1')
+
+
+@pytest.fixture(scope='module')
+def hosts():
+    return docker_hosts(CLIENTS)
+
+
+def reach(client, server: str, port: int) -> str:
+    """'open' when a TCP connection from `client` to `server`:`port` is accepted, else how it failed."""
+    result = client.run(f"timeout 4 bash -c 'exec 3<>/dev/tcp/{ADDRESSES[server]}/{port}' 2>&1")
+    if result.rc == 0:
+        return 'open'
+    return 'filtered' if result.rc == 124 else 'refused: ' + result.stdout.strip()
+
+
+def test_every_cluster_host_loads_the_ruleset_and_keeps_name_resolution(hosts):
+    for name in ADDRESSES:
+        table = hosts[name].run('nft list table inet llmforge')
+        assert table.rc == 0, (name, table.stderr)
+        # Docker's embedded DNS lives in the same network namespace: the ruleset replaces only its own table.
+        assert hosts[name].run('getent hosts ctl1').rc == 0, name
+    for name in ('admin1', 'outsider1'):
+        assert hosts[name].run('nft list table inet llmforge').rc != 0, name
+
+
+@pytest.mark.parametrize('server,port', [('ctl1', 6817), ('ctl1', 6819), ('gpu1', 6818)])
+def test_slurm_ports_answer_cluster_hosts_only(hosts, server, port):
+    insider = 'gpu2' if server == 'ctl1' else 'ctl1'
+    assert reach(hosts[insider], server, port) == 'open'
+    assert reach(hosts['login1'], server, port) == 'open'
+    assert reach(hosts['outsider1'], server, port) != 'open'
+    assert reach(hosts['admin1'], server, port) != 'open'
+
+
+def test_ssh_to_a_gpu_node_only_from_login_and_controller_nodes(hosts):
+    assert hosts['gpu1'].socket('tcp://0.0.0.0:22').is_listening or hosts['gpu1'].socket(
+        f"tcp://{ADDRESSES['gpu1']}:22").is_listening
+    assert reach(hosts['login1'], 'gpu1', 22) == 'open'
+    assert reach(hosts['ctl1'], 'gpu1', 22) == 'open'
+    for client in ('gpu2', 'admin1', 'outsider1'):
+        assert reach(hosts[client], 'gpu1', 22) != 'open', client
+
+
+def test_ssh_to_the_login_node_stays_open(hosts):
+    for client in ('admin1', 'outsider1', 'gpu1'):
+        assert reach(hosts[client], 'login1', 22) == 'open', client
+
+
+def test_node_exporters_answer_no_host_but_the_metrics_host(hosts):
+    # No host of the `monitoring` group in this scenario: nobody may scrape (the monitoring scenario proves the
+    # metrics host can).
+    assert hosts['gpu1'].run('timeout 4 bash -c "exec 3<>/dev/tcp/127.0.0.1/9100"').rc == 0
+    for client in ('ctl1', 'gpu2', 'login1', 'admin1', 'outsider1'):
+        assert reach(hosts[client], 'gpu1', 9100) != 'open', client
+
+
+def test_dropped_connections_are_counted(hosts):
+    before = hosts['gpu1'].check_output('nft list table inet llmforge')
+    reach(hosts['outsider1'], 'gpu1', 6818)
+    after = hosts['gpu1'].check_output('nft list table inet llmforge')
+    assert before != after, after
