@@ -17,7 +17,6 @@ import re
 import typing as t
 
 
-
 class Missing:
     """Stands for a variable that is not defined (None is a defined null), or one whose value names an undefined one."""
 

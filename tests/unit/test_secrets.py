@@ -133,10 +133,10 @@ def test_the_filter_checks_its_options():
 # Secrets of every kind the rules judge, each with a random part of its own: no sentence may quote any of it.
 def _values(rng: random.Random) -> list[tuple[str, dict]]:
     def token(length, alphabet=string.ascii_letters + string.digits + '-_!%^&*.,;:'):
-        return ''.join(rng.choice(alphabet) for _ in range(length))
+        return ''.join(rng.choice(alphabet) for _position in range(length))
 
     values = []
-    for _ in range(60):
+    for _round in range(60):
         values += [
             (token(rng.randint(8, 40)), {}),
             (token(rng.randint(8, 12), string.digits), {}),
@@ -173,10 +173,10 @@ def test_no_sentence_quotes_the_secret():
 def test_random_secrets_pass():
     """Values from the generators the documentation recommends are never refused."""
     rng = random.Random(24)
-    for _ in range(3000):
+    for _round in range(3000):
         hex_password = rng.randbytes(24).hex()
         base64_password = base64.b64encode(rng.randbytes(24)).decode()
-        alnum_password = ''.join(rng.choice(string.ascii_letters + string.digits) for _ in range(32))
+        alnum_password = ''.join(rng.choice(string.ascii_letters + string.digits) for _position in range(32))
         for value in (hex_password, base64_password, alnum_password):
             assert problems(value) == [], value
         assert problems(base64.b64encode(rng.randbytes(1024)).decode(), kind='base64') == []
