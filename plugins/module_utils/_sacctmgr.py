@@ -450,8 +450,8 @@ def _user(check: _Checker, path: str, item: t.Mapping[str, t.Any], accounts: t.M
         name = check.name(f'{mpath}.name', member.get('name'))
         names.append((index, name))
         own = _assoc_settings(check, mpath, member)
-        settings = {key: own[key] if own[key] is not None else common[key] for key in ('fairshare', 'qos',
-                                                                                      'default_qos')}
+        settings = {key: common[key] if own[key] is None else own[key]
+                    for key in ('fairshare', 'qos', 'default_qos')}
         settings['limits'] = dict(common['limits'], **own['limits'])
         _check_default_qos(check, mpath, settings)
         settings['state'] = check.state(f'{mpath}.state', member.get('state'))
@@ -691,8 +691,8 @@ def _plan_qos(desired: t.Mapping, current: t.Mapping) -> tuple[list, list]:
                                         f'qos {name}: present', f'qos {name}: absent'))
             continue
         settings = []
-        if entry['description'] is not None and (now is None or not _same_text(entry['description'],
-                                                                              now['description'])):
+        described = now is not None and _same_text(entry['description'], now['description'])
+        if entry['description'] is not None and not described:
             settings.append(f"Description={entry['description']}")
         if entry['priority'] is not None and (now is None or entry['priority'] != now['priority']):
             settings.append(f"Priority={entry['priority']}")
@@ -793,7 +793,7 @@ def _shown(values: t.Mapping[str, t.Any], settings: t.Sequence[str], known: t.Ma
     """
     parts = []
     for setting in settings:
-        key, _, new = setting.partition('=')
+        key, new = setting.split('=', 1)
         if key in known:
             now = values['limits'][key]
             if known[key] == TRES:

@@ -31,8 +31,8 @@ options:
     required: true
   qos:
     description:
-      - QoS, each C({name, description, priority, flags, limits, state}). O(qos[].flags) is the full list of QoS
-        flags (V([]) clears them); O(qos[].limits) maps Slurm QoS limit names (V(MaxTRESPerUser), V(MaxWall),
+      - QoS, each C({name, description, priority, flags, limits, state}). C(flags) is the full list of QoS
+        flags (V([]) clears them); C(limits) maps Slurm QoS limit names (V(MaxTRESPerUser), V(MaxWall),
         V(GrpTRES), V(MaxJobsPerUser)...) to values - TRES as V(gres/gpu=8,cpu=64) or a mapping, times as quoted
         strings such as V("00:30:00").
     type: list
@@ -41,7 +41,7 @@ options:
   accounts:
     description:
       - Accounts, each C({name, parent, description, organization, fairshare, qos, default_qos, limits, state}).
-        O(accounts[].qos) is the full list of QoS the account's jobs may use; O(accounts[].limits) maps association
+        C(qos) is the full list of QoS the account's jobs may use; C(limits) maps association
         limit names (V(GrpTRES), V(MaxTRESPerJob), V(MaxWall), V(GrpJobs)...) to values.
     type: list
     elements: dict
@@ -49,9 +49,9 @@ options:
   users:
     description:
       - Users, each C({name, accounts, default_account, admin_level, fairshare, qos, default_qos, limits, state}).
-        O(users[].accounts) lists the accounts the user is a member of, as names or as
+        C(accounts) lists the accounts the user is a member of, as names or as
         C({name, fairshare, qos, default_qos, limits, state}) with settings of its own for that membership; a
-        membership marked C(state=absent) is removed. O(users[].default_account) defaults to the first account.
+        membership marked C(state=absent) is removed. C(default_account) defaults to the first account.
     type: list
     elements: dict
     default: []

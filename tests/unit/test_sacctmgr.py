@@ -142,8 +142,8 @@ def test_each_problem_is_named(spec, expected):
 
 
 def test_limit_names_are_matched_without_case_and_by_alias():
-    desired = acct.validate({'qos': [{'name': 'q', 'limits': {'maxtrespu': 'gres/gpu=8', 'MaxWallDurationPerJob':
-                                                               '1:00:00', 'maxjobsperuser': 2}}]}, VAR)
+    limits = {'maxtrespu': 'gres/gpu=8', 'MaxWallDurationPerJob': '1:00:00', 'maxjobsperuser': 2}
+    desired = acct.validate({'qos': [{'name': 'q', 'limits': limits}]}, VAR)
     assert desired['qos']['q']['limits'] == {'MaxTRESPerUser': {'gres/gpu': 8}, 'MaxWall': 60, 'MaxJobsPerUser': 2}
 
 

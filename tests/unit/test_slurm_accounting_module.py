@@ -92,7 +92,7 @@ def test_a_bad_declaration_fails_naming_the_path_before_sacctmgr_runs(tmp_path):
 
 
 def test_an_unreadable_database_fails_naming_the_command(tmp_path):
-    result, _ = run_module(tmp_path, 'no-such-state')
+    result = run_module(tmp_path, 'no-such-state')[0]
     assert result['failed'] is True
     assert result['msg'].startswith(f'reading the accounting database failed: {SHIM} --noheader --parsable2 show qos')
     assert 'no-such-state/qos.txt' in result['msg']
@@ -100,5 +100,5 @@ def test_an_unreadable_database_fails_naming_the_command(tmp_path):
 
 @pytest.mark.parametrize('timeout', [0, -5])
 def test_timeout_must_be_positive(tmp_path, timeout):
-    result, _ = run_module(tmp_path, 'applied', {'timeout': timeout})
+    result = run_module(tmp_path, 'applied', {'timeout': timeout})[0]
     assert result['failed'] is True and 'timeout must be a positive number' in result['msg']
