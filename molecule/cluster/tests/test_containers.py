@@ -14,7 +14,7 @@ import json
 import pytest
 
 from conftest import NODES
-from scenario_helpers import run_playbook, said
+from scenario_helpers import run_playbook, said, slurm_knows_user
 
 BUNDLE = '/var/lib/llmforge/containers/test'
 # A job user that exists with the same uid on every node, as SSSD/LDAP users do on a real cluster.
@@ -27,9 +27,11 @@ UNPRIVILEGED_JOBS = pytest.mark.xfail(reason='unprivileged jobs fail in the test
 
 
 @pytest.fixture(scope='module')
-def job_user(hosts):
+def job_user(hosts, ctl):
     for host in hosts.values():
         host.run(f'id {USER} || useradd --create-home --uid {UID} {USER}')
+    # The demo inventory gives ctrtest an account; slurmctld must see the uid of a user created after that.
+    assert slurm_knows_user(ctl, USER)
     return USER
 
 

@@ -63,3 +63,23 @@ def wait_for(check, timeout=90, interval=2):
         time.sleep(interval)
         result = check()
     return result
+
+
+def slurm_knows_user(ctl, user: str, timeout: int = 120) -> bool:
+    """Make slurmctld on `ctl` map `user` to its uid; True once it does.
+
+    slurmctld looks a user's uid up when it learns of the user's association: a user created on the controller after
+    that (a test's local user, a directory user whose SSSD came later) has none, and Slurm refuses its jobs ("Invalid
+    account or account/partition combination specified") until `scontrol reconfigure` or slurmctld's hourly refresh.
+    """
+    uid = ctl.check_output(f'id -u {user}').strip()
+
+    def known() -> bool:
+        out = ctl.run(f'scontrol show assoc_mgr users={user} flags=users').stdout
+        return f'UserName={user}({uid})' in out
+
+    if known():
+        return True
+    ctl.run('scontrol reconfigure')
+    # Since Slurm 23.11 slurmctld restarts in place to reconfigure: wait for it to answer again.
+    return bool(wait_for(lambda: ctl.run('scontrol ping').rc == 0 and known(), timeout=timeout))
