@@ -32,6 +32,8 @@ class RoleCase:
     secrets: frozenset[str] = frozenset()
     # Names the README must mention besides the spec options.
     readme_mentions: frozenset[str] = frozenset()
+    # Secrets that are optional yet have no default anywhere in the collection (they come from Vault when used).
+    secrets_without_default: frozenset[str] = frozenset()
 
 
 ROLE_CASES = [
@@ -126,6 +128,16 @@ ROLE_CASES = [
                                    'llmforge-checkpoint-prune'}),
     ),
     RoleCase(
+        name='sssd',
+        entry_points=frozenset({'main'}),
+        full_entry_point='main',
+        secrets=frozenset({'sssd_ldap_bind_password'}),
+        secrets_without_default=frozenset({'sssd_ldap_bind_password'}),
+        readme_mentions=frozenset({'llmforge.cluster.sssd', 'llmforge.cluster.sssd_problems',
+                                   'llmforge.cluster.secret_problems', 'pam-auth-update', 'sss_cache -E',
+                                   'playbooks/users.yml'}),
+    ),
+    RoleCase(
         name='validate',
         entry_points=frozenset({'main', 'hardware', 'nccl', 'training', 'report', 'slurm', 'fabric_round'}),
         # Each stage's entry point documents its own options: together they hold every default.
@@ -217,6 +229,10 @@ def test_every_option_default_matches_defaults_main(case):
         if option.get('required'):
             assert 'default' not in option, f'{where}: required options take no default'
             assert name not in defaults, f'{where}: required but defaults/main.yml sets it'
+            continue
+        if name in case.secrets_without_default:
+            assert name in case.secrets, f'{where}: only secrets may go without a default'
+            assert 'default' not in option and name not in defaults, f'{where}: a secret without default has one'
             continue
         assert 'default' in option, f'{where}: optional options need a default'
         assert name in defaults, f'{where}: has a default but defaults/main.yml does not set it'
