@@ -10,26 +10,26 @@ come from the scenario's LDAP server with their homes on /shared, where this mod
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 
 import pytest
 
-from conftest import CONTROLLER, NODES
-from scenario_helpers import docker_hosts, wait_for
+from conftest import CONTROLLER, LOGIN, NODES
+from scenario_helpers import wait_for
 
-LOGIN = os.environ.get('LLMFORGE_LOGIN_HOST') or 'login1'
 NODE = NODES[0]
 USER, ADMIN = 'alice', 'carol'
 SSH = 'timeout 30 ssh -o BatchMode=yes -o StrictHostKeyChecking=accept-new -o ConnectTimeout=10'
 DENIED = 'Access denied by pam_slurm_adopt'
 OPTION = re.compile(r'(?<![\w-])--[a-z][a-z0-9-]*')
 
+pytestmark = pytest.mark.skipif(not LOGIN, reason='this scenario has no login node')
+
 
 @pytest.fixture(scope='module')
-def login():
-    return docker_hosts([LOGIN])[LOGIN]
+def login(hosts):
+    return hosts[LOGIN]
 
 
 def as_user(host, user, command):
