@@ -58,7 +58,14 @@ ROLE_CASES = [
         name='slurm_node',
         entry_points=frozenset({'main'}),
         full_entry_point='main',
-        readme_mentions=frozenset({'KillMode=process', 'llmforge.cluster.slurm_node'}),
+        readme_mentions=frozenset({'KillMode=process', 'llmforge.cluster.slurm_node', 'pam_slurm_adopt',
+                                   'Reload the SSH server'}),
+    ),
+    RoleCase(
+        name='slurm_login',
+        entry_points=frozenset({'main'}),
+        full_entry_point='main',
+        readme_mentions=frozenset({'llmforge.cluster.slurm_login', 'sackd', 'playbooks/login.yml', 'Restart sackd'}),
     ),
     RoleCase(
         name='nccl',

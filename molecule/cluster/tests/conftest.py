@@ -13,7 +13,9 @@ from scenario_helpers import docker_hosts
 # The scenario's containers: controller, first and second GPU node (cluster: ctl1,gpu1,gpu2; others name theirs).
 CONTROLLER, FIRST, SECOND = (os.environ.get('LLMFORGE_CLUSTER_HOSTS') or 'ctl1,gpu1,gpu2').split(',')
 NODES = (FIRST, SECOND)
-ALL_HOSTS = (CONTROLLER,) + NODES
+# The login node (login_nodes); a scenario without one sets LLMFORGE_LOGIN_HOST to an empty string.
+LOGIN = os.environ.get('LLMFORGE_LOGIN_HOST', 'login1')
+ALL_HOSTS = (CONTROLLER,) + NODES + ((LOGIN,) if LOGIN else ())
 # The simulated hardware molecule/resources/prepare.yml gives each GPU node; the demo inventory points the
 # validators (validate_*) and the health check (slurm_node_health_check_*) at it.
 SIM = '/usr/local/share/llmforge-sim'
