@@ -51,10 +51,10 @@ PLAYBOOK = [{
     'gather_facts': True,
     'gather_subset': ['!all', 'min', 'network'],
     'tasks': [
-        {'name': 'Load OS names', 'ansible.builtin.include_role': {'name': 'llmforge.cluster.monitoring',
-                                                                    'tasks_from': 'os_vars'}},
-        {'name': 'Check inputs', 'ansible.builtin.include_role': {'name': 'llmforge.cluster.monitoring',
-                                                                   'tasks_from': 'preflight'}},
+        {'name': 'Load OS names',
+         'ansible.builtin.include_role': {'name': 'llmforge.cluster.monitoring', 'tasks_from': 'os_vars'}},
+        {'name': 'Check inputs',
+         'ansible.builtin.include_role': {'name': 'llmforge.cluster.monitoring', 'tasks_from': 'preflight'}},
     ],
 }]
 
