@@ -83,7 +83,8 @@ ROLE_CASES = [
         name='monitoring',
         entry_points=frozenset({'main'}),
         full_entry_point='main',
-        secrets=frozenset({'monitoring_alertmanager_receivers', 'monitoring_alertmanager_smtp'}),
+        secrets=frozenset({'monitoring_alertmanager_receivers', 'monitoring_alertmanager_smtp', 'monitoring_web_users',
+                           'monitoring_tls_key', 'monitoring_grafana_admin_password', 'monitoring_grafana_secret_key'}),
         readme_mentions=frozenset({'llmforge.cluster.monitoring', 'Reload Prometheus', 'metrics/openmetrics', 'monitoring_address'}),
     ),
     RoleCase(

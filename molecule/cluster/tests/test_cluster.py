@@ -132,6 +132,9 @@ def test_slurm_collector_exports_node_states(hosts, ctl):
     assert 'llmforge_slurm_up 1' in metrics
     for node in NODES:
         assert re.search(rf'^llmforge_slurm_node_state\{{[^}}]*node="{node}"[^}}]*\}} 1$', metrics, re.M), metrics
+    # node_exporter listens on the management address only (its --web.listen-address).
+    listen = re.search(r'--web\.listen-address=(\S+)', ctl.file('/etc/default/prometheus-node-exporter').content_string)
     exported = ctl.check_output(
-        "python3 -c \"import urllib.request; print(urllib.request.urlopen('http://localhost:9100/metrics').read().decode())\"")
+        'python3 -c "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode())" %s',
+        f'http://{listen.group(1)}/metrics')
     assert 'llmforge_slurm_up 1' in exported

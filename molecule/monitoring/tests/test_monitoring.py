@@ -1,6 +1,10 @@
 # Copyright: (c) 2026, llmforge.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Behaviour of the converged monitoring scenario, seen through Prometheus's and Alertmanager's APIs."""
+"""Behaviour of the converged monitoring scenario, seen through Prometheus's and Alertmanager's APIs.
+
+Every API call goes over HTTPS, checked against the CA the role made on mon1, as a user of monitoring_web_users
+(the test credentials of molecule.yml); other tests prove what is refused and what listens where.
+"""
 
 from __future__ import annotations
 
@@ -31,13 +35,33 @@ DCGM_FIELDS = {
     'DCGM_FI_DEV_THERMAL_VIOLATION', 'DCGM_FI_DEV_POWER_VIOLATION', 'DCGM_FI_DEV_CLOCK_THROTTLE_REASONS',
     'DCGM_FI_PROF_PIPE_TENSOR_ACTIVE',
 }
-# Runs inside the container: the image has python3 but no curl.
+CA_FILE = '/etc/prometheus/tls/ca.crt'
+WEB_PORTS = {9090: 'Prometheus', 9093: 'Alertmanager', 3000: 'Grafana', 9100: 'node_exporter', 9400: 'dcgm-exporter'}
+# The scenario's inventory: its test users and Grafana secrets.
+SETTINGS = yaml.safe_load(open(os.path.join(PROJECT, 'molecule', 'monitoring', 'molecule.yml'), encoding='utf-8'))[
+    'provisioner']['inventory']['group_vars']['all']
+USERS = SETTINGS['monitoring_web_users']
+USER, PASSWORD = USERS[0]['name'], USERS[0]['password']
+SECRETS = [user['password'] for user in USERS] + [SETTINGS['monitoring_grafana_admin_password'],
+                                                  SETTINGS['monitoring_grafana_secret_key']]
+# Runs inside the container: the image has python3 but no curl. Prints {"status": HTTP status or 0, "body": text}.
 HTTP_CLIENT = r'''
-import sys, urllib.request
-url, method = sys.argv[1], sys.argv[2]
-data = sys.argv[3].encode() if len(sys.argv) > 3 else None
-request = urllib.request.Request(url, data=data, method=method, headers={'Content-Type': 'application/json'})
-print(urllib.request.urlopen(request, timeout=10).read().decode())
+import base64, json, ssl, sys, urllib.error, urllib.request
+url, method, user, password, cafile = sys.argv[1:6]
+data = sys.argv[6].encode() if len(sys.argv) > 6 else None
+headers = {'Content-Type': 'application/json'}
+if user:
+    headers['Authorization'] = 'Basic ' + base64.b64encode(f'{user}:{password}'.encode()).decode()
+context = ssl.create_default_context(cafile=cafile or None)
+request = urllib.request.Request(url, data=data, method=method, headers=headers)
+try:
+    with urllib.request.urlopen(request, timeout=10, context=context) as answer:
+        status, body = answer.status, answer.read().decode()
+except urllib.error.HTTPError as err:
+    status, body = err.code, err.read().decode()
+except urllib.error.URLError as err:
+    status, body = 0, str(err.reason)
+print(json.dumps({'status': status, 'body': body}))
 '''
 
 
@@ -51,11 +75,18 @@ def mon(hosts):
     return hosts[MONITOR]
 
 
-def listen_url(host, defaults_file):
-    """http://address:port from the --web.listen-address option the role wrote."""
+def listen_address(host, defaults_file):
+    """address:port from the --web.listen-address option the role wrote."""
     args = host.file(defaults_file).content_string
-    address = re.search(r'--web\.listen-address=(\S+?)"?(\s|$)', args).group(1)
-    return 'http://' + re.sub(r'^(0\.0\.0\.0)?:', '127.0.0.1:', address)
+    return re.search(r'--web\.listen-address=(\S+?)"?(\s|$)', args).group(1)
+
+
+def listen_url(host, defaults_file):
+    return 'https://' + listen_address(host, defaults_file)
+
+
+def node_exporter_url(host):
+    return 'http://' + listen_address(host, '/etc/default/prometheus-node-exporter') + '/metrics'
 
 
 @pytest.fixture(scope='module')
@@ -68,11 +99,19 @@ def alertmanager(mon):
     return listen_url(mon, '/etc/default/prometheus-alertmanager')
 
 
-def call(host, url, method='GET', body=None):
-    """JSON answer of an HTTP request made from inside `host`."""
-    args = [url, method] + ([json.dumps(body)] if body is not None else [])
+def request(host, url, method='GET', body=None, user=USER, password=PASSWORD, cafile=CA_FILE):
+    """(status, text) of an HTTP request made from inside `host`; status 0 when no HTTP answer came (TLS refused)."""
+    args = [url, method, user or '', password or '', cafile or ''] + ([json.dumps(body)] if body is not None else [])
     out = host.check_output('python3 -c ' + ' '.join(['%s'] * (len(args) + 1)), HTTP_CLIENT, *args)
-    return json.loads(out) if out.strip() else None
+    answer = json.loads(out)
+    return answer['status'], answer['body']
+
+
+def call(host, url, method='GET', body=None):
+    """JSON answer of an authenticated HTTPS request made from inside `host`."""
+    status, text = request(host, url, method, body)
+    assert 200 <= status < 300, (url, status, text[:500])
+    return json.loads(text) if text.strip() else None
 
 
 def query(mon, prometheus, promql):
@@ -110,7 +149,8 @@ def test_node_exporter_reads_the_textfile_directory(hosts, name):
     assert 'no-collector.infiniband' not in args
     service = host.service('prometheus-node-exporter')
     assert service.is_running and service.is_enabled
-    metrics = host.check_output('python3 -c %s %s GET', HTTP_CLIENT, 'http://127.0.0.1:9100/metrics')
+    status, metrics = request(host, node_exporter_url(host), user=None, cafile=None)
+    assert status == 200
     assert re.search(r'^node_textfile_scrape_error 0$', metrics, re.M), 'textfile collector is not reading'
 
 
@@ -142,6 +182,119 @@ def test_prometheus_and_alertmanager_scrape_themselves(mon, prometheus):
         result = query(mon, prometheus, 'up{job=~"prometheus|alertmanager", cluster="llmforge"} == 1')
         return sorted(r['metric']['job'] for r in result) == ['alertmanager', 'prometheus']
     assert wait_for(up), query(mon, prometheus, 'up')
+    targets = call(mon, f'{prometheus}/api/v1/targets?state=active')['data']['activeTargets']
+    own = {t['labels']['job']: t for t in targets if t['labels']['job'] in ('prometheus', 'alertmanager')
+           and t['labels'].get('cluster') == 'llmforge'}
+    assert {job: (t['scrapeUrl'].split(':')[0], t['health']) for job, t in own.items()} == {
+        'prometheus': ('https', 'up'), 'alertmanager': ('https', 'up')}, own
+    alertmanagers = call(mon, f'{prometheus}/api/v1/alertmanagers')['data']['activeAlertmanagers']
+    assert [a['url'].split(':')[0] for a in alertmanagers] == ['https'], alertmanagers
+
+
+@pytest.mark.parametrize('service', ['prometheus', 'alertmanager'])
+def test_every_web_user_is_let_in(mon, prometheus, alertmanager, service):
+    url = {'prometheus': f'{prometheus}/api/v1/status/buildinfo', 'alertmanager': f'{alertmanager}/api/v2/status'}[service]
+    for user in USERS:
+        assert request(mon, url, user=user['name'], password=user['password'])[0] == 200, user['name']
+
+
+@pytest.mark.parametrize('service', ['prometheus', 'alertmanager'])
+@pytest.mark.parametrize(('case', 'user', 'password'), [
+    pytest.param('no-credentials', None, None, id='no-credentials'),
+    pytest.param('wrong-password', USER, PASSWORD + 'x', id='wrong-password'),
+    pytest.param('unknown-user', 'nobody', PASSWORD, id='unknown-user'),
+])
+def test_a_call_without_valid_credentials_is_refused(mon, prometheus, alertmanager, service, case, user, password):
+    url = {'prometheus': f'{prometheus}/api/v1/query?query=up', 'alertmanager': f'{alertmanager}/api/v2/alerts'}[service]
+    status, text = request(mon, url, user=user, password=password)
+    assert status == 401, (case, status, text[:300])
+
+
+@pytest.mark.parametrize('service', ['prometheus', 'alertmanager'])
+def test_plain_http_and_an_unknown_certificate_authority_are_refused(mon, prometheus, alertmanager, service):
+    url = {'prometheus': prometheus, 'alertmanager': alertmanager}[service]
+    status, _text = request(mon, url.replace('https://', 'http://') + '/-/healthy')
+    assert status == 400, 'plain HTTP must be refused'
+    status, text = request(mon, url + '/-/healthy', cafile=None)
+    assert status == 0 and 'CERTIFICATE_VERIFY_FAILED' in text, text
+
+
+def test_silences_need_credentials(mon, alertmanager):
+    silence = {'matchers': [{'name': 'alertname', 'value': 'NodeDown', 'isRegex': False}], 'startsAt': '2026-01-01T00:00:00Z',
+               'endsAt': '2099-01-01T00:00:00Z', 'createdBy': 'anyone', 'comment': 'unauthenticated'}
+    status, _text = request(mon, f'{alertmanager}/api/v2/silences', 'POST', silence, user=None)
+    assert status == 401
+    silences = call(mon, f'{alertmanager}/api/v2/silences')
+    assert not [s for s in silences if s.get('comment') == 'unauthenticated'], silences
+
+
+def test_lifecycle_api_is_off_and_quit_is_refused(mon, prometheus):
+    assert 'enable-lifecycle' not in mon.file('/etc/default/prometheus').content_string
+    assert request(mon, f'{prometheus}/-/quit', 'POST', user=None)[0] == 401
+    status, text = request(mon, f'{prometheus}/-/quit', 'POST')
+    assert status == 403 and 'Lifecycle API is not enabled' in text, (status, text)
+    assert request(mon, f'{prometheus}/-/reload', 'POST')[0] == 403
+    assert mon.service('prometheus').is_running
+    assert request(mon, f'{prometheus}/-/ready')[0] == 200
+
+
+def listeners(host):
+    """(local address, port) of every listening TCP socket, from ss."""
+    found = []
+    for line in host.check_output('ss -Hltn').splitlines():
+        local = line.split()[3]
+        address, _sep, port = local.rpartition(':')
+        found.append((address.strip('[]'), int(port)))
+    return found
+
+
+@pytest.mark.parametrize('name', ALL_HOSTS)
+def test_monitoring_services_listen_on_the_management_address_only(hosts, name):
+    host = hosts[name]
+    address = listen_address(host, '/etc/default/prometheus-node-exporter').rpartition(':')[0]
+    assert address == host.check_output("python3 -c %s", 'import socket; print(socket.gethostbyname(socket.gethostname()))')
+    ours = [(a, port) for a, port in listeners(host) if port in WEB_PORTS or port == 9094]
+    assert all(a == address for a, _port in ours), (address, ours, host.check_output('ss -ltnp'))
+    expected = {9100} | ({9090, 9093} if name == MONITOR else set())
+    assert {port for _a, port in ours} == expected, host.check_output('ss -ltnp')
+
+
+def test_web_configuration_and_credentials_files_are_private(mon):
+    expected = {
+        '/etc/prometheus/web.yml': ('root', 'prometheus', 0o640),
+        '/etc/prometheus/prometheus.yml': ('root', 'prometheus', 0o640),
+        '/etc/prometheus/llmforge-web-client.password': ('root', 'prometheus', 0o640),
+        '/etc/prometheus/tls/server.key': ('root', 'prometheus', 0o640),
+        '/etc/prometheus/tls/ca.key': ('root', 'root', 0o600),
+        '/etc/prometheus/tls': ('root', 'prometheus', 0o750),
+    }
+    found = {path: (mon.file(path).user, mon.file(path).group, mon.file(path).mode) for path in expected}
+    assert found == expected
+    assert mon.file('/etc/prometheus/llmforge-web-client.password').content_string == PASSWORD
+    config = yaml.safe_load(mon.file('/etc/prometheus/web.yml').content_string)
+    assert set(config['basic_auth_users']) == {user['name'] for user in USERS}
+    assert config['tls_server_config']['min_version'] == 'TLS12'
+    for user in USERS:
+        hashed = config['basic_auth_users'][user['name']]
+        assert hashed.startswith('$2b$12$')
+        assert mon.run('python3 -c %s %s %s', 'import bcrypt, sys; sys.exit(0 if bcrypt.checkpw(sys.argv[1].encode(), '
+                       'sys.argv[2].encode()) else 1)', user['password'], hashed).rc == 0, user['name']
+    # Outside the password file, no test secret is written in plain text under /etc/prometheus.
+    for secret in SECRETS:
+        hits = mon.run('grep -rlF -e %s /etc/prometheus /etc/default', secret).stdout.split()
+        assert hits in ([], ['/etc/prometheus/llmforge-web-client.password']), hits
+
+
+def test_certificate_names_the_metrics_host_and_chains_to_the_ca(mon, prometheus):
+    address = prometheus.split('//')[1].rpartition(':')[0]
+    text = mon.check_output('openssl x509 -in /etc/prometheus/tls/server.crt -noout -ext subjectAltName')
+    names = set(re.findall(r'(?:DNS|IP Address):([^,\s]+)', text))
+    issuer = mon.check_output('openssl x509 -in /etc/prometheus/tls/server.crt -noout -issuer')
+    assert 'monitoring CA (mon1)' in issuer, issuer
+    mon.check_output('openssl verify -CAfile %s /etc/prometheus/tls/server.crt', CA_FILE)
+    assert {'mon1', 'localhost', '127.0.0.1', address} <= names, names
+    # Scrape targets use the inventory name: the certificate is valid for it.
+    assert request(mon, 'https://mon1:9090/-/healthy')[0] == 200
 
 
 def test_rules_are_loaded_with_the_test_for_duration(mon, prometheus):
@@ -226,11 +379,15 @@ def test_dcgm_counters_are_written_and_exporter_skipped_without_dcgm(hosts, name
     assert not host.file('/etc/systemd/system/llmforge-dcgm-exporter.service').exists
 
 
-def test_grafana_is_skipped_but_provisioned_when_its_repository_does_not_answer(mon, prometheus):
+def test_grafana_is_skipped_and_no_secret_of_it_is_written_without_it(mon):
+    """Grafana's repository cannot answer here: its dashboards are provisioned, its secret-bearing files are not."""
     assert not mon.package('grafana').is_installed
-    datasource = yaml.safe_load(mon.file('/etc/grafana/provisioning/datasources/llmforge.yml').content_string)
-    assert datasource['datasources'][0]['url'] == prometheus
     assert mon.file('/etc/grafana/provisioning/dashboards/llmforge.yml').exists
+    assert not mon.file('/etc/grafana/provisioning/datasources/llmforge.yml').exists
+    assert not mon.file('/etc/grafana/grafana.ini').exists
+    assert not mon.file('/etc/grafana/llmforge-tls.key').exists
+    for secret in SECRETS[-2:]:
+        assert mon.run('grep -rlF -e %s /etc /var/lib /tmp', secret).stdout.split() == []
 
 
 def test_check_mode_on_the_converged_hosts_reports_no_change():
