@@ -31,9 +31,9 @@ def network_cidr(hostvars_of_host, network, networks=None):
     return _call('network_cidr', _networks.network_cidr, hostvars_of_host, network, networks)
 
 
-def cluster_network_plan(hostvars, groups, networks=None):
+def cluster_network_plan(hostvars, groups, networks=None, resolve=None):
     """Check cluster_networks against the inventory; every host's address on each of its networks."""
-    return _call('cluster_network_plan', _networks.network_plan, hostvars, groups, networks)
+    return _call('cluster_network_plan', _networks.network_plan, hostvars, groups, networks, resolve)
 
 
 def cidr_problems(values, variable):

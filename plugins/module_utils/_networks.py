@@ -206,6 +206,23 @@ def network_cidr(hostvars_of_host: t.Mapping[str, t.Any], name: str, networks: t
         raise ValueError(f'the default_ipv4 facts of {host} do not give a network ({err})') from None
 
 
+def _explicit_addresses(hostvars_of_host: t.Mapping[str, t.Any], declared: dict[str, Network],
+                        problems: list[str]) -> list[tuple[str, ipaddress.IPv4Address]]:
+    """The host's explicit addresses on declared networks that are IPv4 addresses (the others become problems)."""
+    try:
+        explicit = _host_mapping(hostvars_of_host, ADDRESSES_VAR)
+    except ValueError:
+        return []  # reported with the unknown names
+    found = []
+    for name, value in explicit.items():
+        if name in declared:
+            try:
+                found.append((name, _ipv4_address(value, f'{ADDRESSES_VAR}.{name} of {_host_name(hostvars_of_host)}')))
+            except ValueError as err:
+                problems.append(str(err))
+    return found
+
+
 def _group_hosts(groups: t.Mapping[str, t.Any], names: t.Iterable[str]) -> list[str]:
     """The hosts of the groups, in inventory order, each once (a missing group has none)."""
     hosts: dict[str, None] = {}
@@ -216,22 +233,28 @@ def _group_hosts(groups: t.Mapping[str, t.Any], names: t.Iterable[str]) -> list[
 
 
 def _refuse(problems: list[str]) -> None:
+    problems = list(dict.fromkeys(problems))
     if problems:
         shown = problems[:_MAX_PROBLEMS]
         more = len(problems) - len(shown)
         raise ValueError('; '.join(shown) + (f'; and {more} more' if more else ''))
 
 
-def network_plan(hostvars: t.Mapping[str, t.Any], groups: t.Mapping[str, t.Any], networks: t.Any = None) -> dict[str, t.Any]:
+def network_plan(hostvars: t.Mapping[str, t.Any], groups: t.Mapping[str, t.Any], networks: t.Any = None,
+                 resolve: t.Optional[t.Iterable[str]] = None) -> dict[str, t.Any]:
     """Check the whole inventory against ``cluster_networks``; return every host's address on each of its networks.
 
     Returns ``{'hosts': {host: {network: address}}, 'networks': {name: cidr}}``; ``networks`` holds the declared
-    networks only (an undeclared management network has one CIDR per host, see ``cidr``). A management network that
-    is not declared still gets an address for every host of the ``cluster`` group (its default IPv4 address).
+    networks only (an undeclared management network has one CIDR per host, see ``network_cidr``). A management network
+    that is not declared still gets an address for every host of the ``cluster`` group (its default IPv4 address).
+    ``resolve`` names the networks whose hosts must have an address (default: management and every declared one);
+    the others are checked without facts: their CIDRs, and the explicit addresses hosts give for them.
     """
     declared = parse_networks(networks)
     if not isinstance(hostvars, t.Mapping) or not isinstance(groups, t.Mapping):
         raise ValueError('cluster_network_plan needs hostvars and groups (both mappings)')
+    if resolve is not None and (isinstance(resolve, (str, t.Mapping)) or not isinstance(resolve, t.Iterable)):
+        raise ValueError(f'resolve must be a list of network names, got {resolve!r}')
     problems: list[str] = []
     known = set(declared) | {MANAGEMENT}
     for host in _group_hosts(groups, ['all']) or [str(name) for name in hostvars]:
@@ -245,7 +268,16 @@ def network_plan(hostvars: t.Mapping[str, t.Any], groups: t.Mapping[str, t.Any],
             if unknown:
                 problems.append(f'{variable} of {host} names networks {NETWORKS_VAR} does not declare: '
                                 f'{", ".join(unknown)} (declared: {", ".join(sorted(known))})')
+        for name, explicit in _explicit_addresses(hostvars_of_host, declared, problems):
+            if explicit not in declared[name].cidr:
+                problems.append(f'{ADDRESSES_VAR}.{name} of {host} is {explicit}, outside {NETWORKS_VAR}.{name} '
+                                f'({declared[name].cidr})')
     order = [MANAGEMENT] + [name for name in declared if name != MANAGEMENT]
+    if resolve is not None:
+        resolve = {str(name) for name in resolve}
+        if resolve - known:
+            problems.append(f'resolve names networks {NETWORKS_VAR} does not declare: {", ".join(sorted(resolve - known))}')
+        order = [name for name in order if name in resolve]
     hosts: dict[str, dict[str, str]] = {}
     for name in order:
         members = _group_hosts(groups, declared[name].groups if name in declared else DEFAULT_GROUPS[MANAGEMENT])

@@ -338,3 +338,34 @@ def test_address_in_networks_refuses_bad_input():
 def test_module_utils_raise_plain_value_errors():
     with pytest.raises(ValueError, match='overlap'):
         _networks.parse_networks({'a': {'cidr': '10.0.0.0/8'}, 'b': {'cidr': '10.1.0.0/16'}})
+
+
+def test_resolving_management_only_needs_no_fabric_facts_but_checks_everything_else():
+    hostvars = cluster_hostvars()
+    for host in ('login1', 'gpu1', 'gpu2'):
+        for device in ('ib0', 'ib1'):
+            hostvars[host]['ansible_facts'].pop(device, None)
+        hostvars[host]['ansible_facts']['all_ipv4_addresses'] = [hostvars[host]['ansible_facts']['eno1']['ipv4']['address']]
+    assert 'gpu1 has no address on the storage network' in refusal(hostvars)
+    result = FILTERS['cluster_network_plan'](hostvars, GROUPS, NETWORKS, resolve=['management'])
+    assert result['hosts'] == {'ctl1': {'management': '10.10.0.2'}, 'login1': {'management': '10.10.0.3'},
+                               'gpu1': {'management': '10.10.1.1'}, 'gpu2': {'management': '10.10.1.2'}}
+    hostvars['gpu2']['cluster_network_addresses'] = {'training': '10.20.0.9'}
+    with pytest.raises(AnsibleFilterError, match=r'cluster_network_addresses\.training of gpu2 is 10\.20\.0\.9, outside'):
+        FILTERS['cluster_network_plan'](hostvars, GROUPS, NETWORKS, resolve=['management'])
+    with pytest.raises(AnsibleFilterError, match=r'overlap'):
+        FILTERS['cluster_network_plan'](hostvars, GROUPS, with_network('training', cidr='10.10.5.0/24'),
+                                        resolve=['management'])
+
+
+def test_resolve_names_known_networks():
+    with pytest.raises(AnsibleFilterError, match='resolve names networks cluster_networks does not declare: fabric'):
+        FILTERS['cluster_network_plan'](cluster_hostvars(), GROUPS, NETWORKS, resolve=['management', 'fabric'])
+    with pytest.raises(AnsibleFilterError, match='resolve must be a list'):
+        FILTERS['cluster_network_plan'](cluster_hostvars(), GROUPS, NETWORKS, resolve='management')
+
+
+def test_a_problem_found_twice_is_reported_once():
+    hostvars = cluster_hostvars()
+    hostvars['login1']['cluster_network_addresses'] = {'storage': '10.30.0.3'}
+    assert refusal(hostvars).count('cluster_network_addresses.storage of login1') == 1
