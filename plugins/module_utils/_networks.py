@@ -178,6 +178,7 @@ def _address(hostvars_of_host: t.Mapping[str, t.Any], name: str, declared: dict[
     interface = _interface_of(hostvars_of_host, network)
     candidates = _interface_addresses(hostvars_of_host, interface) if interface else []
     candidates += [str(item) for item in _fact(hostvars_of_host, 'all_ipv4_addresses') or []]
+    candidates = list(dict.fromkeys(candidates))
     for candidate in candidates:
         if _in(candidate, network.cidr):
             return candidate

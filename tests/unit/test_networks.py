@@ -146,6 +146,7 @@ def test_no_address_names_host_network_cidr_and_interface():
     message = str(caught.value)
     for word in ('ctl1', 'training', '10.30.0.0/16', 'ib0', '10.10.0.2'):
         assert word in message
+    assert 'none of its addresses (10.10.0.2) lies in it' in message
 
 
 def test_no_facts_and_no_explicit_address_say_what_to_do():
