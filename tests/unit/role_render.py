@@ -30,7 +30,7 @@ def render(role: str, template: str, inventory: dict[str, t.Any], tasks: str = '
     request = {'role': role, 'template': template, 'tasks': tasks, 'os_family': os_family,
                'inventory': inventory, 'extra_vars': extra_vars or {}}
     proc = subprocess.run([sys.executable, __file__], input=json.dumps(request), capture_output=True, text=True,
-                          timeout=300, check=False)
+                          timeout=900, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f'role_render failed (rc {proc.returncode}): {proc.stderr[-3000:]}')
     return json.loads(proc.stdout)
@@ -109,8 +109,9 @@ def _main() -> None:  # pragma: no cover - runs in the child process
                 continue
             args = task[action]
             if action == 'ansible.builtin.set_fact':
+                new_facts = {name: value(templar, data) for name, data in args.items()}
                 for target in (list(hostvars) if task.get('run_once') else [host]):
-                    facts[target].update({name: value(templar, data) for name, data in args.items()})
+                    facts[target].update(new_facts)
                 continue
             that = args['that'] if isinstance(args['that'], list) else [args['that']]
             if not all(true(templar, condition) for condition in that):
