@@ -146,6 +146,13 @@ ROLE_CASES = [
                                    'playbooks/users.yml'}),
     ),
     RoleCase(
+        name='firewall',
+        entry_points=frozenset({'main'}),
+        full_entry_point='main',
+        readme_mentions=frozenset({'llmforge.cluster.firewall', 'cluster_admin_cidrs', 'cluster_networks',
+                                   'flush ruleset', 'nft -c', 'Load the host firewall'}),
+    ),
+    RoleCase(
         name='validate',
         entry_points=frozenset({'main', 'hardware', 'nccl', 'training', 'report', 'slurm', 'fabric_round'}),
         # Each stage's entry point documents its own options: together they hold every default.
