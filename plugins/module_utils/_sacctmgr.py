@@ -310,6 +310,21 @@ def _check_default_qos(check: _Checker, path: str, settings: t.Mapping[str, t.An
                                          'naming no QoS would be refused')
 
 
+def _named_items(check: _Checker, path: str, items: t.Sequence[t.Any],
+                 keys: t.Iterable[str]) -> t.Iterator[tuple[str, t.Any, str | None]]:
+    """(item path, item, checked name) of each item of the list at `path` whose keys are valid; once the list is
+    walked, a name declared twice is named."""
+    names = []
+    for index, item in enumerate(items):
+        item_path = f'{path}[{index}]'
+        if not check.keys(item_path, item, keys):
+            continue
+        name = check.name(f'{item_path}.name', item.get('name'))
+        names.append((index, name))
+        yield item_path, item, name
+    _unique(check, path, names)
+
+
 def _unique(check: _Checker, path: str, names: t.Sequence[tuple[int, str | None]]) -> None:
     seen: dict[str, int] = {}
     for index, name in names:
@@ -344,13 +359,7 @@ def validate(spec: t.Any, variable: str = 'slurm_accounting') -> dict[str, t.Any
     user_items = _list(check, f'{variable}.users', spec.get('users'))
 
     qos: dict[str, dict[str, t.Any]] = {}
-    names = []
-    for index, item in enumerate(qos_items):
-        path = f'{variable}.qos[{index}]'
-        if not check.keys(path, item, QOS_KEYS):
-            continue
-        name = check.name(f'{path}.name', item.get('name'))
-        names.append((index, name))
+    for path, item, name in _named_items(check, f'{variable}.qos', qos_items, QOS_KEYS):
         flags = None
         if item.get('flags') is not None:
             flags = _flags(check, f'{path}.flags', item['flags'])
@@ -363,16 +372,9 @@ def validate(spec: t.Any, variable: str = 'slurm_accounting') -> dict[str, t.Any
         }
         if name and name not in qos:
             qos[name] = entry
-    _unique(check, f'{variable}.qos', names)
 
     accounts: dict[str, dict[str, t.Any]] = {}
-    names = []
-    for index, item in enumerate(account_items):
-        path = f'{variable}.accounts[{index}]'
-        if not check.keys(path, item, ACCOUNT_KEYS):
-            continue
-        name = check.name(f'{path}.name', item.get('name'))
-        names.append((index, name))
+    for path, item, name in _named_items(check, f'{variable}.accounts', account_items, ACCOUNT_KEYS):
         entry = {
             'path': path, 'state': check.state(f'{path}.state', item.get('state')),
             'parent': check.name(f'{path}.parent', item['parent']) if item.get('parent') is not None else None,
@@ -387,23 +389,15 @@ def validate(spec: t.Any, variable: str = 'slurm_accounting') -> dict[str, t.Any
             check.add(f'{path}.parent', f'{name!r} cannot be its own parent')
         if name and name not in accounts:
             accounts[name] = entry
-    _unique(check, f'{variable}.accounts', names)
     _check_account_tree(check, accounts)
 
     users: dict[str, dict[str, t.Any]] = {}
-    names = []
-    for index, item in enumerate(user_items):
-        path = f'{variable}.users[{index}]'
-        if not check.keys(path, item, USER_KEYS):
-            continue
-        name = check.name(f'{path}.name', item.get('name'))
-        names.append((index, name))
+    for path, item, name in _named_items(check, f'{variable}.users', user_items, USER_KEYS):
         entry = _user(check, path, item, accounts)
         if name == 'root' and entry['state'] == 'absent':
             check.add(f'{path}.state', 'the root user cannot be removed')
         if name and name not in users:
             users[name] = entry
-    _unique(check, f'{variable}.users', names)
 
     _check_references(check, variable, qos, accounts, users)
     if check.problems:
