@@ -43,6 +43,9 @@ ALLOWED = {
     '_gpu_driver_cuda_repo_key': "the CUDA repository's public signing key: its file name and fingerprint",
     '__common_apt_source_key': "gpg's listing of a repository's public signing key (fingerprints)",
     'validate_training_min_tokens_per_s': 'a throughput threshold in tokens per second',
+    '_monitoring_web_client_password_file': "the path of Prometheus's own client password file, not the password",
+    '_monitoring_secret_problems': 'sentences naming the weak monitoring secrets, set by a no_log task from '
+                                   'secret_problems; they name variables, never values',
 }
 
 # Names SECRET_NAME does not match that hold secrets.
@@ -64,7 +67,9 @@ ASSERT_MODULES = frozenset({'assert', 'ansible.builtin.assert', 'ansible.legacy.
 TEMPLATE_MODULES = frozenset({'template', 'ansible.builtin.template', 'ansible.legacy.template'})
 SET_FACT_MODULES = frozenset({'set_fact', 'ansible.builtin.set_fact', 'ansible.legacy.set_fact'})
 # Filters that judge a secret without passing it on.
-JUDGING_FILTERS = frozenset({'llmforge.cluster.secret_problems', 'secret_problems'})
+# sssd_problems judges the LDAP settings with the bind password among them and never quotes it (tests/unit/test_sssd.py).
+JUDGING_FILTERS = frozenset({'llmforge.cluster.secret_problems', 'secret_problems',
+                             'llmforge.cluster.sssd_problems', 'sssd_problems'})
 
 _JINJA = jinja2.Environment(extensions=['jinja2.ext.do', 'jinja2.ext.loopcontrols'])
 
