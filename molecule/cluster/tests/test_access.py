@@ -53,11 +53,12 @@ def ssh_keys(login):
         assert entry.rc == 0, f'{user} is not a user on {LOGIN} (the scenario LDAP users come through SSSD)'
         home = entry.stdout.strip().split(':')[5]
         login.check_output(f'test -d {home} || install -d -m 0700 -o {user} -g "$(id -gn {user})" {home}')
-        result = as_user(login, user, 'mkdir -p -m 0700 ~/.ssh'
-                                       ' && { test -f ~/.ssh/id_ed25519 || ssh-keygen -q -t ed25519 -N "" -f ~/.ssh/id_ed25519; }'
-                                       ' && { grep -qxF "$(cat ~/.ssh/id_ed25519.pub)" ~/.ssh/authorized_keys 2>/dev/null'
-                                       '      || cat ~/.ssh/id_ed25519.pub >> ~/.ssh/authorized_keys; }'
-                                       ' && chmod 0600 ~/.ssh/authorized_keys')
+        script = ('mkdir -p -m 0700 ~/.ssh'
+                  ' && { test -f ~/.ssh/id_ed25519 || ssh-keygen -q -t ed25519 -N "" -f ~/.ssh/id_ed25519; }'
+                  ' && { grep -qxF "$(cat ~/.ssh/id_ed25519.pub)" ~/.ssh/authorized_keys 2>/dev/null'
+                  '      || cat ~/.ssh/id_ed25519.pub >> ~/.ssh/authorized_keys; }'
+                  ' && chmod 0600 ~/.ssh/authorized_keys')
+        result = as_user(login, user, script)
         assert result.rc == 0, output(result)
     return (USER, ADMIN)
 
