@@ -10,6 +10,10 @@ admin1 (inside cluster_admin_cidrs) and outsider1 (outside) are test clients out
 
 from __future__ import annotations
 
+import os
+import pathlib
+import re
+
 import pytest
 
 from scenario_helpers import docker_hosts
@@ -79,3 +83,38 @@ def test_dropped_connections_are_counted(hosts):
     reach(hosts['outsider1'], 'gpu1', 6818)
     after = hosts['gpu1'].check_output('nft list table inet llmforge')
     assert before != after, after
+
+
+# Listeners allowed on every address, each with the reason: the firewall is what limits who reaches them.
+ANY_ADDRESS = {
+    ('ctl1', 6817): 'slurmctld 24.11 ignores CommunicationParameters=NoInAddrAny; the firewall admits cluster hosts',
+    ('login1', 22): 'sshd on the login node serves users from anywhere (firewall_login_ssh_cidrs)',
+}
+
+
+def _listeners(host) -> list[tuple[str, int, str]]:
+    """(address, port, process) of every listening TCP socket, from ss -ltnp."""
+    found = []
+    for line in host.check_output('ss -ltnpH').splitlines():
+        fields = line.split()
+        address, _, port = fields[3].rpartition(':')
+        process = re.search(r'users:\(\("([^"]+)"', line)
+        found.append((address.strip('[]').split('%')[0], int(port), process.group(1) if process else '?'))
+    return found
+
+
+def test_every_listener_is_on_the_management_address_or_loopback(hosts):
+    """Writes the table of listeners to build/molecule/cluster-listeners.txt, then checks each one."""
+    table, wrong = [], []
+    for name, address in ADDRESSES.items():
+        for bound, port, process in sorted(_listeners(hosts[name])):
+            table.append(f'{name} {bound}:{port} {process}')
+            if bound == '127.0.0.11':
+                continue  # Docker's embedded DNS server, in every container's namespace
+            loopback = bound.startswith('127.') or bound == '::1'
+            if not (loopback or bound == address or (name, port) in ANY_ADDRESS):
+                wrong.append(f'{name} {bound}:{port} {process}')
+    out = pathlib.Path(os.environ.get('MOLECULE_PROJECT_DIRECTORY', '.')) / 'build' / 'molecule'
+    out.mkdir(parents=True, exist_ok=True)
+    (out / 'cluster-listeners.txt').write_text('\n'.join(table) + '\n', encoding='utf-8')
+    assert not wrong, 'listening beyond the management address:\n' + '\n'.join(wrong) + '\nall:\n' + '\n'.join(table)

@@ -53,8 +53,11 @@ SECRET_FILES = {
     '/etc/munge/cluster.key': ('munge', None),
     # slurmdbd reads StoragePass as the slurm user; nobody else may.
     '/etc/slurm/slurmdbd.conf': ('slurm', None),
-    # SSSD refuses a configuration readable by others; it holds the LDAP bind password.
+    # SSSD refuses a configuration readable by others: the role keeps the LDAP bind password in a drop-in of its
+    # own, and sssd copies its configuration into its private database.
     '/etc/sssd/sssd.conf': ('root', None),
+    '/etc/sssd/conf.d/llmforge-bind.conf': ('root', None),
+    '/var/lib/sss/db/config.ldb': ('root', None),
     # Alertmanager (SMTP password, webhook URLs) and Prometheus (scrape credentials) run as prometheus.
     '/etc/prometheus/alertmanager.yml': ('root', 'prometheus'),
     '/etc/prometheus/prometheus.yml': ('root', 'prometheus'),
