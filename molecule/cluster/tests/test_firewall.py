@@ -16,6 +16,7 @@ import re
 
 import pytest
 
+import scenario_helpers
 from scenario_helpers import docker_hosts
 
 # molecule.yml gives each container its address on the one test network (the management network here).
@@ -29,11 +30,7 @@ def hosts():
 
 
 def reach(client, server: str, port: int) -> str:
-    """'open' when a TCP connection from `client` to `server`:`port` is accepted, else how it failed."""
-    result = client.run(f"timeout 4 bash -c 'exec 3<>/dev/tcp/{ADDRESSES[server]}/{port}' 2>&1")
-    if result.rc == 0:
-        return 'open'
-    return 'filtered' if result.rc == 124 else 'refused: ' + result.stdout.strip()
+    return scenario_helpers.reach(client, ADDRESSES[server], port)
 
 
 def test_every_cluster_host_loads_the_ruleset_and_keeps_name_resolution(hosts):

@@ -17,11 +17,13 @@ import urllib.parse
 import pytest
 import yaml
 
-from scenario_helpers import PROJECT, docker_hosts, wait_for
+from scenario_helpers import PROJECT, docker_hosts, reach, wait_for
 
 MONITOR = 'mon1'
 NODES = ('node1', 'node2')
 ALL_HOSTS = (MONITOR,) + NODES
+# molecule.yml's fixed addresses; node1 is inside cluster_admin_cidrs, node2 outside.
+ADDRESSES = {'mon1': '10.214.0.10', 'node1': '10.214.0.11', 'node2': '10.214.0.12'}
 TEXTFILE_DIR = '/var/lib/node_exporter/textfile'
 WEBHOOK_LOG = '/var/tmp/alerts.log'
 ALERT_TESTS_DIR = '/var/tmp/llmforge-alerts'
@@ -257,6 +259,23 @@ def test_monitoring_services_listen_on_the_management_address_only(hosts, name):
     assert all(a == address for a, _port in ours), (address, ours, host.check_output('ss -ltnp'))
     expected = {9100} | ({9090, 9093} if name == MONITOR else set())
     assert {port for _a, port in ours} == expected, host.check_output('ss -ltnp')
+
+
+def test_exporters_answer_the_metrics_host_only(hosts):
+    """The host firewall: node_exporter on a node takes connections from the monitoring host, not from others."""
+    for node in NODES:
+        assert reach(hosts[MONITOR], ADDRESSES[node], 9100) == 'open', node
+    assert reach(hosts['node2'], ADDRESSES['node1'], 9100) == 'filtered'
+    assert reach(hosts['node1'], ADDRESSES['node2'], 9100) == 'filtered'
+
+
+def test_prometheus_and_alertmanager_answer_the_admin_cidrs_only(hosts):
+    """node1 is inside cluster_admin_cidrs, node2 is a cluster host outside it: only node1 gets through."""
+    for port in (9090, 9093):
+        assert reach(hosts['node1'], ADDRESSES[MONITOR], port) == 'open', port
+        assert reach(hosts['node2'], ADDRESSES[MONITOR], port) == 'filtered', port
+    table = hosts[MONITOR].check_output('nft list table inet llmforge')
+    assert '10.214.0.11' in table and 'dport' in table, table
 
 
 def test_web_configuration_and_credentials_files_are_private(mon):

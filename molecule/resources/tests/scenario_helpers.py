@@ -35,6 +35,15 @@ def docker_hosts(names: t.Iterable[str]) -> dict[str, t.Any]:
     return {name: testinfra.get_host(f'docker://{name}') for name in names}
 
 
+def reach(client, address: str, port: int, seconds: int = 4) -> str:
+    """'open' when a TCP connection from inside `client` to address:port is accepted, 'filtered' when nothing
+    answered within `seconds` (a firewall's drop), else 'refused: ' and what bash said."""
+    result = client.run(f"timeout {seconds} bash -c 'exec 3<>/dev/tcp/{address}/{port}' 2>&1")
+    if result.rc == 0:
+        return 'open'
+    return 'filtered' if result.rc == 124 else 'refused: ' + result.stdout.strip()
+
+
 def said(result: subprocess.CompletedProcess) -> str:
     """Everything the play printed, on one line: the YAML callback wraps long messages."""
     return ' '.join((result.stdout + result.stderr).split())
