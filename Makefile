@@ -1,4 +1,4 @@
-# llmforge.cluster — `make demo` brings up a 3-node Slurm cluster in local containers,
+# llmforge.cluster — `make demo` brings up a Slurm cluster (controller, two GPU nodes, a login node) in local containers,
 # `make test` runs every check. Both work on a fresh Debian machine as root.
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
@@ -16,7 +16,7 @@ SCENARIOS ?= $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule
 .PHONY: help venv docker image image-debian12 wheelhouse unit lint sanity build browser molecule test demo demo-down clean
 
 help:
-	@echo "make demo       3-node Slurm cluster in local containers (ctl1, gpu1, gpu2), then sinfo and a GPU job"
+	@echo "make demo       Slurm cluster in local containers (ctl1, gpu1, gpu2, login1; users from ldap1), then a GPU job"
 	@echo "make demo-down  remove the demo containers"
 	@echo "make test       unit tests, linters, ansible-test sanity, collection build, browser check and every Molecule scenario"
 	@echo "make browser    open report.html in headless Chromium: DOM, layout and screenshot checks"
