@@ -83,10 +83,14 @@ def test_dropped_connections_are_counted(hosts):
 
 
 # Listeners allowed on every address, each with the reason: the firewall is what limits who reaches them.
-ANY_ADDRESS = {
-    ('ctl1', 6817): 'slurmctld 24.11 ignores CommunicationParameters=NoInAddrAny; the firewall admits cluster hosts',
-    ('login1', 22): 'sshd on the login node serves users from anywhere (firewall_login_ssh_cidrs)',
+ANY_ADDRESS_PORTS = {
+    6817: 'slurmctld 24.11 binds every address (it ignores CommunicationParameters=NoInAddrAny)',
+    6818: "slurmd on the GPU nodes and sackd on the login node: Slurm's default binding to every address",
+    6819: "slurmdbd: Slurm's default binding to every address",
 }
+ANY_ADDRESS = {('login1', 22): 'sshd on the login node serves users from anywhere (firewall_login_ssh_cidrs)'}
+# srun and slurmstepd of a running job listen on ephemeral ports for its steps' I/O (SrunPortRange when set).
+ANY_ADDRESS_PROGRAMS = {'srun', 'slurmstepd'}
 
 
 def _listeners(host) -> list[tuple[str, int, str]]:
@@ -109,7 +113,8 @@ def test_every_listener_is_on_the_management_address_or_loopback(hosts):
             if bound == '127.0.0.11':
                 continue  # Docker's embedded DNS server, in every container's namespace
             loopback = bound.startswith('127.') or bound == '::1'
-            if not (loopback or bound == address or (name, port) in ANY_ADDRESS):
+            anywhere = (name, port) in ANY_ADDRESS or port in ANY_ADDRESS_PORTS or process in ANY_ADDRESS_PROGRAMS
+            if not (loopback or bound == address or anywhere):
                 wrong.append(f'{name} {bound}:{port} {process}')
     out = pathlib.Path(os.environ.get('MOLECULE_PROJECT_DIRECTORY', '.')) / 'build' / 'molecule'
     out.mkdir(parents=True, exist_ok=True)
