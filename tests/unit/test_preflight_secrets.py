@@ -11,19 +11,13 @@ check mode; they only assert, so nothing on this machine changes.
 from __future__ import annotations
 
 import base64
-import json
-import os
-import pathlib
-import subprocess
 import sys
 
 import pytest
-import yaml
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from preflight_play import run_preflight
+
 # The ansible-playbook installed beside the Python running the tests.
-ANSIBLE_PLAYBOOK = str(pathlib.Path(sys.executable).parent / 'ansible-playbook')
-
 GOOD_PASSWORD = 'Xq7vLp2RzT9mKw4NbH6sJd3F'  # 24 characters
 GOOD_KEY = base64.b64encode(bytes(range(256)) * 4).decode()  # 1024 bytes, like the generated key
 UNSET = None  # the variable is left out of the inventory
@@ -83,34 +77,7 @@ def _inventory() -> dict:
 @pytest.fixture(scope='module')
 def run(tmp_path_factory) -> dict:
     """host -> {'failed': name of the failed task or None, 'msg': its message, 'output': all of stdout}."""
-    tmp = tmp_path_factory.mktemp('preflight')
-    (tmp / 'hosts.yml').write_text(yaml.safe_dump(_inventory()), encoding='utf-8')
-    (tmp / 'play.yml').write_text(yaml.safe_dump(PLAYBOOK, sort_keys=False), encoding='utf-8')
-    env = dict(os.environ,
-               ANSIBLE_COLLECTIONS_PATH=str(ROOT / 'collections'),
-               ANSIBLE_LOAD_CALLBACK_PLUGINS='1',
-               ANSIBLE_STDOUT_CALLBACK='ansible.builtin.json',
-               ANSIBLE_NOCOLOR='1',
-               ANSIBLE_FORKS=str(len(CASES)),
-               ANSIBLE_LOCAL_TEMP=str(tmp / 'ansible-tmp'),
-               ANSIBLE_REMOTE_TEMP=str(tmp / 'ansible-tmp'))
-    proc = subprocess.run([ANSIBLE_PLAYBOOK, '-i', 'hosts.yml', 'play.yml', '--check'], cwd=tmp, env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
-    try:
-        output = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        pytest.fail(f'no JSON from ansible-playbook (rc {proc.returncode}): {proc.stdout[-2000:]} {proc.stderr[-2000:]}')
-    results = {host: {'failed': None, 'msg': '', 'output': proc.stdout} for host in CASES}
-    for task in output['plays'][0]['tasks']:
-        for host, result in task['hosts'].items():
-            if result.get('failed') and results[host]['failed'] is None:
-                # Task names come as '<role> : <name>'.
-                name = task['task']['name'].rpartition(' : ')[2]
-                results[host].update(failed=name, msg=result.get('msg', ''))
-    unsupported = [r['msg'] for r in results.values() if 'is not supported' in r['msg']]
-    if unsupported:
-        pytest.skip(f'the Slurm roles do not support this machine\'s OS: {unsupported[0]}')
-    return results
+    return run_preflight(tmp_path_factory.mktemp('preflight'), _inventory(), PLAYBOOK, 'the Slurm roles', timeout=120)
 
 
 DB = ('slurm_controller_db_password', 'vault_slurm_db_password')

@@ -9,17 +9,12 @@ the "no URI" path, the OS names and the preflight run; nothing on this machine c
 
 from __future__ import annotations
 
-import json
-import os
-import pathlib
-import subprocess
 import sys
 
 import pytest
-import yaml
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-ANSIBLE_PLAYBOOK = str(pathlib.Path(sys.executable).parent / 'ansible-playbook')
+from preflight_play import ROOT, run_preflight
+
 PASSWORD = 'Hq4mZt8RvW2xLc6NpB9k'
 
 BASE = {'sssd_ldap_uri': ['ldaps://ldap1.example.org'], 'sssd_ldap_base_dn': 'dc=example,dc=org'}
@@ -51,35 +46,11 @@ PLAYBOOK = [{
 @pytest.fixture(scope='module')
 def run(tmp_path_factory) -> dict:
     """host -> {'failed': name of the failed task or None, 'msg': its message, 'messages': every msg it printed}."""
-    tmp = tmp_path_factory.mktemp('preflight-sssd')
     hosts = {host: dict(settings, ansible_connection='local', ansible_python_interpreter=sys.executable)
              for host, settings in CASES.items()}
-    (tmp / 'hosts.yml').write_text(yaml.safe_dump({'all': {'hosts': hosts}}), encoding='utf-8')
-    (tmp / 'play.yml').write_text(yaml.safe_dump(PLAYBOOK, sort_keys=False), encoding='utf-8')
-    env = dict(os.environ,
-               ANSIBLE_COLLECTIONS_PATH=str(ROOT / 'collections'),
-               ANSIBLE_LOAD_CALLBACK_PLUGINS='1',
-               ANSIBLE_STDOUT_CALLBACK='ansible.builtin.json',
-               ANSIBLE_NOCOLOR='1',
-               ANSIBLE_FORKS=str(len(CASES)),
-               ANSIBLE_LOCAL_TEMP=str(tmp / 'ansible-tmp'),
-               ANSIBLE_REMOTE_TEMP=str(tmp / 'ansible-tmp'))
-    proc = subprocess.run([ANSIBLE_PLAYBOOK, '-i', 'hosts.yml', 'play.yml', '--check', '--tags', 'sssd_preflight'],
-                          cwd=tmp, env=env, capture_output=True, text=True, timeout=180, check=False)
-    try:
-        output = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        pytest.fail(f'no JSON from ansible-playbook (rc {proc.returncode}): {proc.stdout[-2000:]} {proc.stderr[-2000:]}')
-    results = {host: {'failed': None, 'msg': '', 'messages': []} for host in CASES}
-    for task in output['plays'][0]['tasks']:
-        for host, result in task['hosts'].items():
-            results[host]['messages'].append(str(result.get('msg', '')))
-            if result.get('failed') and results[host]['failed'] is None:
-                results[host].update(failed=task['task']['name'].rpartition(' : ')[2], msg=result.get('msg', ''))
-    unsupported = [r['msg'] for r in results.values() if 'is not supported' in r['msg']]
-    if unsupported:
-        pytest.skip(f'the sssd role does not support this machine\'s OS: {unsupported[0]}')
-    results['_stdout'] = proc.stdout
+    results = run_preflight(tmp_path_factory.mktemp('preflight-sssd'), {'all': {'hosts': hosts}}, PLAYBOOK,
+                            'the sssd role', '--tags', 'sssd_preflight')
+    results['_stdout'] = results[next(iter(CASES))]['output']
     return results
 
 

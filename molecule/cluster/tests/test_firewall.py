@@ -98,7 +98,7 @@ def _listeners(host) -> list[tuple[str, int, str]]:
     found = []
     for line in host.check_output('ss -ltnpH').splitlines():
         fields = line.split()
-        address, _, port = fields[3].rpartition(':')
+        address, port = fields[3].rsplit(':', 1)
         process = re.search(r'users:\(\("([^"]+)"', line)
         found.append((address.strip('[]').split('%')[0], int(port), process.group(1) if process else '?'))
     return found
