@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # `make demo`: the containers of molecule/cluster (ctl1, gpu1, gpu2, login1, the directory server ldap1 and two
-# test clients), site.yml against inventories/demo, then the cluster's state and a 2-node GPU job that a directory
-# user submits from the login node.
+# test clients), site.yml against inventories/demo, then the cluster's state and a 2-node GPU job.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -13,9 +12,9 @@ echo
 echo "== sinfo on ctl1"
 docker exec ctl1 sinfo -N -o '%N %P %T %G'
 echo
-echo "== alice (from LDAP, account team-a) on login1: srun -N2 --gres=gpu:2, a 2-node job with 2 GPUs per node"
-docker exec login1 su - alice -c "timeout 120 srun -N2 --gres=gpu:2 \
-    bash -c 'echo \"\$(hostname): \$(id -un) CUDA_VISIBLE_DEVICES=\$CUDA_VISIBLE_DEVICES\"'" | sort
+echo "== srun -N2 --gres=gpu:2: a 2-node job, 2 GPUs per node"
+docker exec ctl1 timeout 120 srun -N2 --gres=gpu:2 \
+    bash -c 'echo "$(hostname): CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"' | sort
 echo
 echo "== sacct"
 docker exec ctl1 sacct -X -a -o JobID,User,Account,JobName,NodeList,AllocTRES%40,State
