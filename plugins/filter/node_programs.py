@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 
 from ansible.errors import AnsibleFilterError
@@ -15,16 +16,25 @@ from ansible_collections.llmforge.cluster.plugins.module_utils import _node_prog
 MODULE_UTILS_DIR = os.path.dirname(os.path.abspath(_node_programs.__file__))
 
 
-def node_program_files(module):
-    """[{src, dest}] for `module` (e.g. _nodecheck) and every module_utils module it imports.
+@functools.lru_cache(maxsize=None)
+def _source(path):
+    """A module_utils file's text, read once per run however many hosts install it."""
+    with open(path, encoding='utf-8') as stream:
+        return stream.read()
 
-    `src` is the file on the control host, `dest` its path below the Python directory of the node programs.
+
+def node_program_files(module):
+    """[{src, dest, content}] for `module` (e.g. _nodecheck) and every module_utils module it imports.
+
+    `src` is the file on the control host, `dest` its path below the Python directory of the node programs,
+    `content` its text (the node_programs role writes them all in one llmforge.cluster.file_tree task).
     """
     try:
         names = _node_programs.closure(MODULE_UTILS_DIR, module)
     except _node_programs.NodeProgramError as err:
         raise AnsibleFilterError(f'node_program_files: {err}') from err
-    return [{'src': os.path.join(MODULE_UTILS_DIR, name), 'dest': f'{_node_programs.PACKAGE_PATH}/{name}'} for name in names]
+    return [{'src': os.path.join(MODULE_UTILS_DIR, name), 'dest': f'{_node_programs.PACKAGE_PATH}/{name}',
+             'content': _source(os.path.join(MODULE_UTILS_DIR, name))} for name in names]
 
 
 class FilterModule:

@@ -101,6 +101,10 @@ def _partition_lines(partitions, groups, node_groups):
     return lines
 
 
+def _topology_lines(switches, groups, node_groups):
+    return cfg.topology_lines(switches, list(_members(groups, node_groups)))
+
+
 def _conf_lines(mapping):
     if not isinstance(mapping, t.Mapping):
         raise ValueError(f'expected a dictionary of slurm.conf keys, got {type(mapping).__name__}')
@@ -132,6 +136,11 @@ def slurm_partition_lines(partitions, groups, node_groups):
     return _wrap('slurm_partition_lines', _partition_lines, partitions, groups, node_groups)
 
 
+def slurm_topology_lines(switches, groups, node_groups):
+    """topology.conf lines from an explicit switch tree (slurm_controller_topology_switches)."""
+    return _wrap('slurm_topology_lines', _topology_lines, switches, groups, node_groups)
+
+
 def slurm_conf_lines(mapping):
     """`Key=Value` lines from a dict, booleans as YES/NO, lists comma-joined, empty values left out."""
     return _wrap('slurm_conf_lines', _conf_lines, mapping)
@@ -147,4 +156,5 @@ class FilterModule:
             'slurm_cgroup_constraints': slurm_cgroup_constraints,
             'slurm_partition_lines': slurm_partition_lines,
             'slurm_conf_lines': slurm_conf_lines,
+            'slurm_topology_lines': slurm_topology_lines,
         }

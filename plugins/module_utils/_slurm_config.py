@@ -9,14 +9,17 @@ Bad input raises ``ValueError`` naming the group, host or field.
 
 from __future__ import annotations
 
+import re
 import typing as t
 
-from ansible_collections.llmforge.cluster.plugins.module_utils._hostlist import compress
+from ansible_collections.llmforge.cluster.plugins.module_utils._hostlist import compress, expand
 
 # Order of the hardware keys on a NodeName line, as `slurmd -C` prints them.
 NODE_KEYS = ('CPUs', 'Boards', 'SocketsPerBoard', 'Sockets', 'CoresPerSocket', 'ThreadsPerCore',
              'RealMemory', 'Gres', 'Features', 'Weight', 'State')
 GRES_AUTODETECT_MODES = ('nvml', 'nvidia', 'off')
+# What topology.conf accepts in a switch name without quoting.
+SWITCH_NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._-]*$')
 
 
 def node_group_members(node_groups: t.Sequence[str], groups: t.Mapping[str, t.Sequence[str]]) -> dict[str, str]:
@@ -194,3 +197,92 @@ def cgroup_constraints(node_cgroups: t.Mapping[str, t.Mapping[str, t.Any]]) -> d
             raise ValueError(f"host '{host}': its cgroup facts must be a mapping, got {facts!r}")
     return {key: bool(node_cgroups) and all(cg.get(fact) is True for cg in node_cgroups.values())
             for key, fact in allowed.items()}
+
+
+def _name_list(value: t.Any, where: str, what: str) -> list[str]:
+    """A hostlist expression or a list of names (each may itself be a hostlist) as a flat list of names."""
+    if isinstance(value, str):
+        items = [value]
+    elif isinstance(value, t.Sequence) and all(isinstance(item, str) for item in value):
+        items = list(value)
+    else:
+        raise ValueError(f'{where}: {what} must be a hostlist string or a list of names, got {value!r}')
+    names: list[str] = []
+    for item in items:
+        try:
+            names.extend(expand(item))
+        except ValueError as err:
+            raise ValueError(f'{where}: {what} {item!r} is not a valid hostlist: {err}') from None
+    if not names:
+        raise ValueError(f'{where}: {what} is empty')
+    return names
+
+
+def topology_lines(switches: t.Any, compute_hosts: t.Sequence[str],
+                   varname: str = 'slurm_controller_topology_switches') -> list[str]:
+    """topology.conf lines from an explicit tree: [{name, nodes} | {name, switches}].
+
+    A leaf names its compute nodes (`nodes`, a hostlist), an upper switch its child switches (`switches`). Every
+    compute host must sit under exactly one leaf, every node and child switch must exist, and the switches must
+    form a forest (no cycles, one parent each), or Slurm's topology/tree would reject or misplace jobs.
+    """
+    if not isinstance(switches, t.Sequence) or isinstance(switches, str) or not switches:
+        raise ValueError(f'{varname} must be a non-empty list of switches ({{name, nodes}} or {{name, switches}})')
+    known_hosts = set(compute_hosts)
+    names: dict[str, int] = {}
+    leaf_of: dict[str, str] = {}
+    parent_of: dict[str, str] = {}
+    records: list[tuple[str, str, list[str]]] = []
+    for index, switch in enumerate(switches):
+        where = f'{varname}[{index}]'
+        if not isinstance(switch, t.Mapping):
+            raise ValueError(f'{where} must be a dict with name and nodes or switches, got {switch!r}')
+        unknown = sorted(set(switch) - {'name', 'nodes', 'switches'})
+        if unknown:
+            raise ValueError(f"{where}: unknown key {', '.join(unknown)} (known: name, nodes, switches)")
+        name = switch.get('name')
+        if not isinstance(name, str) or not SWITCH_NAME.match(name):
+            raise ValueError(f'{where}: name {name!r} must be letters, digits, ".", "-" or "_"')
+        if name in names:
+            raise ValueError(f"{where}: switch '{name}' is already defined at {varname}[{names[name]}]")
+        names[name] = index
+        where = f"{where} ('{name}')"
+        if ('nodes' in switch) == ('switches' in switch):
+            raise ValueError(f'{where}: give either nodes (a leaf) or switches (an upper switch), not '
+                             + ('both' if 'nodes' in switch else 'neither'))
+        if 'nodes' in switch:
+            nodes = _name_list(switch['nodes'], where, 'nodes')
+            strangers = [host for host in nodes if host not in known_hosts]
+            if strangers:
+                raise ValueError(f'{where}: {compress(strangers)} not compute nodes of this cluster '
+                                 '(slurm_common_node_groups)')
+            for host in nodes:
+                if host in leaf_of:
+                    raise ValueError(f"{where}: node {host} is already under switch '{leaf_of[host]}'")
+                leaf_of[host] = name
+            records.append(('Nodes', name, nodes))
+        else:
+            records.append(('Switches', name, _name_list(switch['switches'], where, 'switches')))
+    for kind, name, children in records:
+        if kind != 'Switches':
+            continue
+        for child in children:
+            where = f"{varname}[{names[name]}] ('{name}')"
+            if child not in names:
+                raise ValueError(f"{where}: switch '{child}' is not defined in {varname}")
+            if child in parent_of:
+                raise ValueError(f"{where}: switch '{child}' is already under switch '{parent_of[child]}'")
+            parent_of[child] = name
+    for name in names:
+        seen = {name}
+        current = name
+        while current in parent_of:
+            current = parent_of[current]
+            if current in seen:
+                raise ValueError(f"{varname}: switch '{name}' is its own ancestor (a cycle)")
+            seen.add(current)
+    unplaced = [host for host in compute_hosts if host not in leaf_of]
+    if unplaced:
+        raise ValueError(f'{varname}: compute nodes {compress(unplaced)} are under no switch; '
+                         'topology/tree could not place them in any multi-node job')
+    return [f'SwitchName={name} {kind}={compress(children)}' for kind, name, children in records]

@@ -12,6 +12,7 @@ import sys
 import typing as t
 
 from ansible_collections.llmforge.cluster.plugins.filter.node_programs import node_program_files
+from ansible_collections.llmforge.cluster.plugins.module_utils import _file_tree
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 LAUNCHERS = {
@@ -22,11 +23,11 @@ LAUNCHERS = {
 
 
 def install(module: str, python_dir: pathlib.Path) -> pathlib.Path:
-    """Copy the files the role copies for `module` below `python_dir`; return `python_dir`."""
-    for item in node_program_files(module):
-        dest = python_dir / item['dest']
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(item['src'], dest)
+    """Write the files the role writes for `module` below `python_dir`, with the same code; return `python_dir`."""
+    files = {item['dest']: item['content'] for item in node_program_files(module)}
+    for directory in _file_tree.directories(str(python_dir), files):
+        os.makedirs(directory, exist_ok=True)
+    _file_tree.write(_file_tree.plan(str(python_dir), files), 0o644)
     return python_dir
 
 

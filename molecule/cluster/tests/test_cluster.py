@@ -138,3 +138,28 @@ def test_slurm_collector_exports_node_states(hosts, ctl):
         'python3 -c "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode())" %s',
         f'http://{listen.group(1)}/metrics')
     assert 'llmforge_slurm_up 1' in exported
+
+
+def test_topology_conf_comes_from_the_fabric(ctl):
+    """The simulated fabric puts gpu1 and gpu2 under leaf01, below spine01; its third host is no node here."""
+    topology = ctl.file('/etc/slurm/topology.conf').content_string
+    nodes = ctl.check_output(f"scontrol show hostlist {','.join(NODES)}").strip()
+    assert re.search(rf'^SwitchName=leaf01 Nodes={re.escape(nodes)}$', topology, re.M), topology
+    assert re.search(r'^SwitchName=spine01 Switches=leaf01$', topology, re.M), topology
+    assert 'gpu3' not in topology, 'a fabric host that is no compute node reached topology.conf'
+    assert 'TopologyPlugin=topology/tree' in ctl.file('/etc/slurm/slurm.conf').content_string
+    shown = ctl.check_output('scontrol show topology')
+    assert re.search(rf'SwitchName=leaf01 .*Nodes={re.escape(nodes)}', shown), shown
+    assert re.search(r'SwitchName=spine01 .*Switches=leaf01', shown), shown
+
+
+def test_switches_job_lands_under_one_leaf(ctl):
+    out = ctl.check_output('sbatch --parsable -N2 --switches=1@00:01:00 -o /dev/null --wrap "hostname"')
+    job_id = out.strip().split(';')[0]
+    assert wait_for(lambda: job_state(ctl, job_id) == 'COMPLETED'), job_state(ctl, job_id)
+    node_list = ctl.check_output(f'sacct -X -n -P -j {job_id} -o NodeList').strip()
+    placed = set(ctl.check_output(f'scontrol show hostnames {node_list}').split())
+    assert placed == set(NODES), node_list
+    leaf = ctl.check_output('scontrol show topology leaf01')
+    leaf_nodes = re.search(r'Nodes=(\S+)', leaf).group(1)
+    assert placed <= set(ctl.check_output(f'scontrol show hostnames {leaf_nodes}').split()), leaf

@@ -1,0 +1,84 @@
+# Copyright: (c) 2026, llmforge.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Plan and write a set of text files below one directory in one pass: what the file_tree module runs on a node.
+
+Standard library only, no Ansible import. Copying a package of N files with one task per file costs N round trips
+to every host; this compares all of them on the node at once and rewrites only those whose content differs, each
+through `_files.write_atomic` (a reader never sees half a file).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import typing as t
+
+from ansible_collections.llmforge.cluster.plugins.module_utils._files import write_atomic
+
+
+class FileTreeError(ValueError):
+    """A relative path that would leave the root, or a file that cannot be read or written."""
+
+
+def check_relative(path: t.Any) -> str:
+    """A relative POSIX path below the root (no absolute path, no `..`, no empty part), normalised."""
+    if not isinstance(path, str) or not path:
+        raise FileTreeError(f'files: the path {path!r} must be a non-empty string')
+    if path.startswith('/'):
+        raise FileTreeError(f"files: '{path}' is absolute; give paths relative to root")
+    parts = path.split('/')
+    if any(part in ('', '.', '..') for part in parts):
+        raise FileTreeError(f"files: '{path}' must not contain empty, '.' or '..' parts")
+    return posixpath.normpath(path)
+
+
+def read_text(path: str) -> t.Optional[str]:
+    """The file's text, or None when it does not exist (or is not valid UTF-8, which counts as different)."""
+    try:
+        with open(path, encoding='utf-8') as stream:
+            return stream.read()
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError:
+        return ''
+    except IsADirectoryError:
+        raise FileTreeError(f'{path} is a directory where a file belongs') from None
+    except OSError as err:
+        raise FileTreeError(f'{path} cannot be read: {err.strerror or err}') from None
+
+
+def plan(root: str, files: t.Mapping[str, str]) -> list[dict[str, t.Any]]:
+    """[{path, relative, before, after}] for every file whose content differs from `files` (before None: new)."""
+    if not isinstance(files, t.Mapping):
+        raise FileTreeError(f'files must be a dictionary of relative path to content, got {type(files).__name__}')
+    changes = []
+    for relative in sorted(files):
+        content = files[relative]
+        clean = check_relative(relative)
+        if not isinstance(content, str):
+            raise FileTreeError(f"files: the content of '{relative}' must be text, got {type(content).__name__}")
+        path = os.path.join(root, clean)
+        before = read_text(path)
+        if before != content:
+            changes.append({'path': path, 'relative': clean, 'before': before, 'after': content})
+    return changes
+
+
+def directories(root: str, files: t.Iterable[str]) -> list[str]:
+    """The root and every directory below it that holds one of `files`, parents first."""
+    found = {root}
+    for relative in files:
+        parent = posixpath.dirname(check_relative(relative))
+        while parent:
+            found.add(os.path.join(root, parent))
+            parent = posixpath.dirname(parent)
+    return sorted(found, key=lambda path: (path.count('/'), path))
+
+
+def write(changes: t.Iterable[t.Mapping[str, t.Any]], mode: int) -> None:
+    """Write each planned change atomically with `mode`; its directory must exist."""
+    for change in changes:
+        try:
+            write_atomic(change['path'], change['after'], mode)
+        except OSError as err:
+            raise FileTreeError(f"{change['path']} cannot be written: {err.strerror or err}") from None
