@@ -208,7 +208,8 @@ def read_output(module, empty):
             module.fail_json(msg=f'cannot read ibnetdiscover_output {path}: {err.strerror or err}', **empty)
     argv = params['command'] or ['ibnetdiscover']
     try:
-        done = proc.run(argv, params['timeout'])
+        # Its own process group: a wrapper script's children (ssh, sudo) end with it on timeout.
+        done = proc.run(argv, params['timeout'], own_session=True)
     except proc.CommandError as err:
         if err.reason == proc.MISSING:
             hint = ': install infiniband-diags' if argv[0].endswith('ibnetdiscover') else ''

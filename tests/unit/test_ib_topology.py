@@ -83,7 +83,8 @@ def test_edge_cases_router_duplicate_names_plain_and_hash_descriptions():
     assert names['0x0c42a10300a00013'] == 'Quantum-Mellanox-Technologies'
     assert names['0x0c42a10300a00002'] == 'spine-2-row-7-MQM8700'
     assert names['0x0c42a10300a00001'] == 'spine-a'
-    assert result['topology_conf'][0] == 'SwitchName=Quantum-Mellanox-Technologies Nodes=node004.cluster.example,storage01'
+    assert result['topology_conf'][0] == ('SwitchName=Quantum-Mellanox-Technologies '
+                                          'Nodes=node004.cluster.example,storage01')
     assert result['topology_conf'][-1] == ('SwitchName=spine-a '
                                            'Switches=Quantum-Mellanox-Technologies,ib-0c42a10300a[00011-00012]')
     assert result['counts'] == {'switches': 5, 'cas': 5, 'routers': 1, 'links': 15}
@@ -285,7 +286,8 @@ def test_ext_port_numbers_and_port_guids():
             '[35][ext 17]\t"S-0c42a10300a00001"[3][ext 2]\t\t# "MF0;spine01:MQM8700/U1" lid 1 4xHDR\n'
             '\n'
             'Ca\t2 "H-0c42a10300c00001"\t\t# "gpu01 mlx5_0"\n'
-            '[1](c42a10300c00002) \t"S-0c42a10300a00011"[1][ext 1]\t\t# lid 3 lmc 0 "MF0;leaf01:MQM8700/U1" lid 11 4xHDR\n')
+            '[1](c42a10300c00002) \t"S-0c42a10300a00011"[1][ext 1]\t\t'
+            '# lid 3 lmc 0 "MF0;leaf01:MQM8700/U1" lid 11 4xHDR\n')
     fabric = ib.parse(text)
     assert fabric.nodes['0c42a10300a00011'].links == {1: ('0c42a10300c00001', 1), 35: ('0c42a10300a00001', 3)}
     assert fabric.nodes['0c42a10300c00001'].lid == 3
