@@ -32,7 +32,7 @@ Hosts: a CA's description gives the host (``host_pattern``, default the first wo
 writes ``gpu001 mlx5_0``) and the HCA name (the ``hca`` group of the pattern, else the last word after the
 host's match). A host has a CA per rail; the rail of a CA is its HCA name when every host CA has one, else its
 place among its host's CAs ordered by GUID (``0``, ``1``...). Slurm puts each node under one leaf, so the tree is
-built from one rail.
+built from one rail. A CA linked to several switches is placed under the one on its lowest port.
 
 Levels: every switch with a CA attached is a leaf (level 0); the other switches get their level by breadth-first
 distance from the leaves. A rail's tree holds the leaves of its hosts and what is reached from them going up
@@ -492,6 +492,9 @@ def topology_conf_lines(tree: Tree, hosts: t.Optional[t.Iterable[str]] = None) -
     uncovered = _uncovered_warning(kept)
     if uncovered:
         warnings.append(uncovered)
+    if inventory is not None and not lines:
+        warnings.append(f'none of the {len(inventory)} inventory host(s) has a CA on rail {tree.rail}: '
+                        'topology.conf would be empty')
     if inventory is None:
         missing: list[str] = []
         extra: list[str] = []

@@ -202,6 +202,8 @@ def test_empty_inventory_leaves_nothing():
     result = ib.analyse(fat_tree.generate(8, 2, 1, 8), hosts=[])
     assert result['topology_conf'] == [] and result['switches'] == []
     assert len(result['fabric_hosts_not_in_inventory']) == 8
+    assert result['warnings'] == ['none of the 0 inventory host(s) has a CA on rail mlx5_0: '
+                                  'topology.conf would be empty']
 
 
 def test_custom_host_pattern_on_fqdn_descriptions():
