@@ -96,9 +96,9 @@ def test_malformed_output_names_the_source_and_line(tmp_path, capsys):
     assert result['msg'].startswith(f'{dump}: ibnetdiscover output line 15: a port line that is not'), result['msg']
 
 
-def test_warnings_reach_the_user(tmp_path, capsys):
+def test_warnings_reach_the_user(tmp_path):
+    # Through the CLI: in process, warnings live in ansible-core's global state, which other tests share.
     dump = tmp_path / 'dump.txt'
     dump.write_text(TWO_LEVEL.read_text(encoding='utf-8') + 'garbage\n', encoding='utf-8')
-    result = run_in_process({'ibnetdiscover_output': str(dump)}, capsys)
-    # In process, ansible-core returns each warning as a structure holding the message.
-    assert not result.get('failed') and 'skipped 1 line(s)' in json.dumps(result['warnings'])
+    result = run_module('ib_topology', {'ibnetdiscover_output': str(dump)})
+    assert not result.get('failed') and any('skipped 1 line(s)' in warning for warning in result['warnings'])
