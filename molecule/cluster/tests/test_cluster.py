@@ -106,6 +106,28 @@ def test_check_mode_on_the_converged_cluster_reports_no_change():
     assert all(counters['changed'] == 0 for counters in recap.values()), recap
 
 
+def test_rerun_restores_a_changed_file_and_a_removed_package(hosts):
+    """A re-run skips what is in place, but still finds and fixes drift: the health check's code, a package."""
+    node = hosts[NODES[-1]]
+    code = ('/usr/local/lib/llmforge/python/ansible_collections/llmforge/cluster/plugins/module_utils/'
+            '_nodecheck.py')
+    original = node.check_output(f'sha256sum {code}').split()[0]
+    node.check_output(f"echo 'raise SystemExit(0)  # tampered' >> {code}")
+    node.check_output('apt-get remove -y -q ldap-utils')
+    assert not node.package('ldap-utils').is_installed
+    result = run_playbook()
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    recap = recaps(result)
+    assert recap[NODES[-1]]['changed'] == 2, result.stdout[-5000:]
+    assert all(counters['changed'] == 0 for host, counters in recap.items() if host != NODES[-1]), recap
+    assert node.check_output(f'sha256sum {code}').split()[0] == original
+    assert node.package('ldap-utils').is_installed
+    blocks = re.split(r'^TASK \[', result.stdout, flags=re.M)[1:]
+    changed = [block.split(']', 1)[0] for block in blocks if f'changed: [{NODES[-1]}]' in block]
+    assert any('Install the Python code of _nodecheck' in task for task in changed), changed
+    assert any('ldap-utils' in task for task in changed), changed
+
+
 @pytest.mark.parametrize('name', NODES)
 def test_gpu_stack_is_installed_held_and_configured(hosts, name):
     node = hosts[name]
