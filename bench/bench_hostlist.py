@@ -14,15 +14,16 @@ from benchlib import median_seconds
 from ansible_collections.llmforge.cluster.plugins.module_utils import _hostlist
 
 REPEATS = 7
-GPU_NODES = 4096
+# 100,000 names in all: 95,904 GPU nodes left of gpu000001..gpu100952 plus the 4,096 rack nodes.
+GPU_NODES = 100952
 MISSING_FRACTION = 0.05
 RACKS = 'r[01-32]-n[01-128]'
 SEED = 20260101
 
 
 def cluster_names(rng: random.Random) -> list[str]:
-    """gpu0001..gpu4096 with a random 5% missing, plus every rack node, shuffled."""
-    gpus = [f'gpu{number:04d}' for number in range(1, GPU_NODES + 1)]
+    """gpu000001..gpu100952 with a random 5% missing, plus every rack node, shuffled."""
+    gpus = [f'gpu{number:06d}' for number in range(1, GPU_NODES + 1)]
     # Missing nodes break the ranges up, as drained or dead nodes do in a real cluster.
     present = rng.sample(gpus, round(len(gpus) * (1 - MISSING_FRACTION)))
     names = present + _hostlist.expand(RACKS)

@@ -12,6 +12,9 @@ echo
 echo "== sinfo on ctl1"
 docker exec ctl1 sinfo -N -o '%N %P %T %G'
 echo
+echo "== scontrol show topology: the switches of topology.conf, read from the (simulated) InfiniBand fabric"
+docker exec ctl1 scontrol show topology
+echo
 echo "== srun -N2 --gres=gpu:2: a 2-node job, 2 GPUs per node"
 docker exec ctl1 timeout 120 srun -N2 --gres=gpu:2 \
     bash -c 'echo "$(hostname): CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"' | sort

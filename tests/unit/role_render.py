@@ -22,13 +22,19 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def render(role: str, template: str, inventory: dict[str, t.Any], tasks: str = 'preflight.yml',
-           os_family: str = 'Debian', extra_vars: t.Optional[dict[str, t.Any]] = None) -> dict[str, t.Any]:
+           os_family: str = 'Debian', extra_vars: t.Optional[dict[str, t.Any]] = None,
+           render_hosts: t.Optional[list[str]] = None, base_roles: t.Sequence[str] = (),
+           published: t.Optional[dict[str, str]] = None) -> dict[str, t.Any]:
     """{'hosts': {host: rendered text}} for every host of inventory['hosts'], or {'error': the first refusal}.
 
     inventory: {'hosts': {host: {variables, ansible_facts ...}}, 'groups': {group: [hosts]}}.
+    render_hosts: only these hosts run the tasks and render (the controller of a 4,096-node inventory).
+    base_roles: roles whose defaults and vars lie under the role's own (slurm_common under slurm_controller);
+    published: facts those roles publish, as templates (`{'slurm_common_os': '{{ _slurm_common_os }}'}`).
     """
     request = {'role': role, 'template': template, 'tasks': tasks, 'os_family': os_family,
-               'inventory': inventory, 'extra_vars': extra_vars or {}}
+               'inventory': inventory, 'extra_vars': extra_vars or {}, 'render_hosts': render_hosts,
+               'base_roles': list(base_roles), 'published': published or {}}
     proc = subprocess.run([sys.executable, __file__], input=json.dumps(request), capture_output=True, text=True,
                           timeout=900, check=False)
     if proc.returncode != 0:
@@ -63,9 +69,18 @@ def _main() -> None:  # pragma: no cover - runs in the child process
             return {key: trusted(item) for key, item in value.items()}
         return value
 
-    defaults = trusted(load(role_dir / 'defaults' / 'main.yml') or {})
-    role_vars = trusted({**(load(role_dir / 'vars' / f"{request['os_family']}.yml") or {}),
-                         **(load(role_dir / 'vars' / 'main.yml') or {})})
+    def role_layers(directory: pathlib.Path) -> tuple[dict[str, t.Any], dict[str, t.Any]]:
+        return (trusted(load(directory / 'defaults' / 'main.yml') or {}),
+                trusted({**(load(directory / 'vars' / f"{request['os_family']}.yml") or {}),
+                         **(load(directory / 'vars' / 'main.yml') or {})}))
+
+    defaults: dict[str, t.Any] = {}
+    for base in request.get('base_roles') or []:
+        base_defaults, base_vars = role_layers(ROOT / 'roles' / base)
+        defaults.update({**base_defaults, **base_vars})
+    defaults.update(trusted(request.get('published') or {}))
+    own_defaults, role_vars = role_layers(role_dir)
+    defaults.update(own_defaults)
     tasks = load(role_dir / 'tasks' / request['tasks']) or []
     inventory = request['inventory']
     groups = {'all': list(inventory['hosts']), **inventory['groups']}
@@ -118,12 +133,13 @@ def _main() -> None:  # pragma: no cover - runs in the child process
                 raise Refused(value(templar, args.get('fail_msg', 'assertion failed')))
 
     result: dict[str, t.Any] = {}
+    targets = request.get('render_hosts') or list(hostvars)
     try:
         for task in tasks:
-            for host in (list(hostvars)[:1] if task.get('run_once') else hostvars):
+            for host in (targets[:1] if task.get('run_once') else targets):
                 run_task(task, host)
         text = (role_dir / 'templates' / request['template']).read_text(encoding='utf-8')
-        result['hosts'] = {host: templar_for(host).template(trust_as_template(text)) for host in hostvars}
+        result['hosts'] = {host: templar_for(host).template(trust_as_template(text)) for host in targets}
     except Exception as err:  # pylint: disable=broad-exception-caught
         result = {'error': str(err)}
     json.dump(result, sys.stdout)
