@@ -145,8 +145,8 @@ def test_missing_descriptions_become_guid_names():
     text = fat_tree.generate(8, 2, 1, 8).replace('"MF0;r0-leaf001:MQM9700/U1"', '""')
     result = ib.analyse(text)
     leaf = result['switches'][0]
-    assert (leaf['name'], leaf['description'], leaf['hosts']) == ('ib-fc6a1c0300010000', '', [f'gpu000{n}' for n in
-                                                                                           range(1, 5)])
+    expected_hosts = [f'gpu000{n}' for n in range(1, 5)]
+    assert (leaf['name'], leaf['description'], leaf['hosts']) == ('ib-fc6a1c0300010000', '', expected_hosts)
     assert result['topology_conf'][0] == 'SwitchName=ib-fc6a1c0300010000 Nodes=gpu[0001-0004]'
     assert 'SwitchName=r0-spine001 Switches=ib-fc6a1c0300010000,r0-leaf002' in result['topology_conf']
 
