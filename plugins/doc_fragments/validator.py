@@ -5,7 +5,7 @@ from __future__ import annotations
 
 
 class ModuleDocFragment:
-    """What every read-only module of the collection (gpu_topology, rdma_links, nccl_tests, scratch_devices) shares."""
+    """What the validator modules (gpu_topology, rdma_links, nccl_tests, scratch_devices) share."""
 
     DOCUMENTATION = r"""
 options:
@@ -13,6 +13,10 @@ options:
     description: Fail the task, listing each failing check, when any check fails. Results are returned either way.
     type: bool
     default: true
+"""
+
+    # Every module that only reads: the validators above and ib_topology (llmforge.cluster.validator.read_only).
+    READ_ONLY = r"""
 attributes:
   check_mode:
     support: full

@@ -51,6 +51,7 @@ options:
     default: 30
 extends_documentation_fragment:
   - llmforge.cluster.validator
+  - llmforge.cluster.validator.read_only
 notes:
   - An idle GPU lowers its PCIe link generation to save power; a current generation below the expectation
     on an idle GPU whose maximum meets it is a C(warn), not a C(fail).

@@ -64,13 +64,8 @@ options:
         HCA names in natural order). Defaults to the first rail.
       - A rail not on the fabric fails the module, naming the rails seen.
     type: raw
-attributes:
-  check_mode:
-    support: full
-    description: The module only reads, so check mode runs it unchanged.
-  diff_mode:
-    support: none
-    description: Nothing is changed, so there is nothing to diff.
+extends_documentation_fragment:
+  - llmforge.cluster.validator.read_only
 notes:
   - Writing C(topology.conf) is left to a template or M(ansible.builtin.copy) task with RV(topology_conf); Slurm
     also needs C(TopologyPlugin=topology/tree) in C(slurm.conf).

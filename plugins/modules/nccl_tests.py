@@ -48,6 +48,7 @@ options:
     default: 1073741824
 extends_documentation_fragment:
   - llmforge.cluster.validator
+  - llmforge.cluster.validator.read_only
 notes:
   - nccl-tests only reads GPU state (it moves data between buffers it allocates), so O(command) runs in check mode
     too and the module always reports C(changed=false).

@@ -40,6 +40,7 @@ options:
     default: {}
 extends_documentation_fragment:
   - llmforge.cluster.validator
+  - llmforge.cluster.validator.read_only
 notes:
   - Error counters saturate at their bit width (16, 8 or 4 bits); a saturated value is reported as "at least"
     that many.

@@ -77,6 +77,7 @@ options:
     default: 30
 extends_documentation_fragment:
   - llmforge.cluster.validator
+  - llmforge.cluster.validator.read_only
 requirements:
   - C(lsblk) from util-linux 2.37 or later (the C(MOUNTPOINTS) column) on the managed node, found through O(lsblk_path)
 author:
