@@ -163,7 +163,10 @@ def test_slurm_collector_exports_node_states(hosts, ctl):
 
 
 def test_topology_conf_comes_from_the_fabric(ctl):
-    """The simulated fabric puts gpu1 and gpu2 under leaf01, below spine01; its third host is no node here."""
+    """The simulated fabric puts gpu1 and gpu2 under leaf01, below spine01; its third host is no node here.
+
+    (cluster_debian12 writes the same tree out in slurm_controller_topology_switches: the fabric names gpu1, gpu2.)
+    """
     topology = ctl.file('/etc/slurm/topology.conf').content_string
     nodes = ctl.check_output(f"scontrol show hostlist {','.join(NODES)}").strip()
     assert re.search(rf'^SwitchName=leaf01 Nodes={re.escape(nodes)}$', topology, re.M), topology
@@ -182,6 +185,9 @@ def test_switches_job_lands_under_one_leaf(ctl):
     node_list = ctl.check_output(f'sacct -X -n -P -j {job_id} -o NodeList').strip()
     placed = set(ctl.check_output(f'scontrol show hostnames {node_list}').split())
     assert placed == set(NODES), node_list
-    leaf = ctl.check_output('scontrol show topology leaf01')
-    leaf_nodes = re.search(r'Nodes=(\S+)', leaf).group(1)
-    assert placed <= set(ctl.check_output(f'scontrol show hostnames {leaf_nodes}').split()), leaf
+    # The whole tree, then leaf01's line: Slurm 22.05 and 24.11 agree on this form.
+    shown = ctl.check_output('scontrol show topology')
+    leaf = re.search(r'^SwitchName=leaf01 .*?Nodes=(\S+)', shown, re.M)
+    assert leaf, shown
+    leaf_nodes = leaf.group(1)
+    assert placed <= set(ctl.check_output(f'scontrol show hostnames {leaf_nodes}').split()), shown
