@@ -13,12 +13,11 @@ included), median of 3; the line counts show how hostlist compression keeps the 
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
 import random
 import statistics
 import time
 
+from bench_ib_topology import load_generator
 from bench_slurm_conf import SEED, synthetic_cluster
 from role_render import render
 
@@ -26,16 +25,12 @@ from ansible_collections.llmforge.cluster.plugins.module_utils import _hostlist
 from ansible_collections.llmforge.cluster.plugins.module_utils import _ib_topology as ib
 
 REPEATS = 3
-GENERATOR = pathlib.Path(__file__).resolve().parents[1] / 'tests' / 'fixtures' / 'ibnetdiscover' / 'make_fat_tree.py'
 CONTROLLER = 'ctl1'
 
 
 def fabric_result(hosts: list[str]) -> dict:
     """What llmforge.cluster.ib_topology returns for a 3-level 8-rail fat-tree of `hosts` (rail mlx5_0)."""
-    spec = importlib.util.spec_from_file_location('make_fat_tree', GENERATOR)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    text = module.generate(len(hosts), 3, 8, 64)
+    text = load_generator().generate(len(hosts), 3, 8, 64)
     return ib.analyse(text, hosts=hosts)
 
 

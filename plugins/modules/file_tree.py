@@ -83,6 +83,13 @@ def _octal(module: AnsibleModule, name: str) -> int:
         raise
 
 
+def _settle(module: AnsibleModule, path: str, mode: int, changed: bool) -> bool:
+    """Give `path` the owner, group and mode asked for; whether anything has changed so far."""
+    attributes = module.load_file_common_arguments(
+        {'owner': module.params['owner'], 'group': module.params['group'], 'mode': mode}, path=path)
+    return module.set_fs_attributes_if_different(attributes, changed)
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -112,16 +119,13 @@ def main() -> None:
         if module._diff:
             result['diff'] = [{'before_header': change['path'], 'after_header': change['path'],
                                'before': change['before'] or '', 'after': change['after']} for change in changes]
-        owner, group = module.params['owner'], module.params['group']
         for directory in dirs:
             if not os.path.isdir(directory):
                 result['changed'] = True
                 if module.check_mode:
                     continue
                 os.makedirs(directory, exist_ok=True)
-            attributes = module.load_file_common_arguments({'owner': owner, 'group': group, 'mode': dir_mode},
-                                                           path=directory)
-            result['changed'] = module.set_fs_attributes_if_different(attributes, result['changed'])
+            result['changed'] = _settle(module, directory, dir_mode, result['changed'])
         if not module.check_mode:
             try:
                 _file_tree.write(changes, file_mode)
@@ -131,9 +135,7 @@ def main() -> None:
             path = os.path.join(root, _file_tree.check_relative(relative))
             if module.check_mode and not os.path.exists(path):
                 continue
-            attributes = module.load_file_common_arguments({'owner': owner, 'group': group, 'mode': file_mode},
-                                                           path=path)
-            result['changed'] = module.set_fs_attributes_if_different(attributes, result['changed'])
+            result['changed'] = _settle(module, path, file_mode, result['changed'])
     module.exit_json(**result)
 
 
