@@ -29,6 +29,10 @@ whose commas do not separate entries. ``StateLong`` is the lower-cased ``node_st
 ``*`` not responding, ``~`` powered off, ``#`` powering up, ``%`` powering down, ``!`` power down pending,
 ``$`` maintenance reservation, ``@`` reboot pending, ``^`` reboot issued, ``+`` completing, ``-`` planned
 by the backfill scheduler. ``squeue`` lines look like ``PENDING|gpu|2|2|gres/gpu:8|N/A|N/A``.
+
+Per node it writes its state in each partition, its reason and the GPUs allocated to jobs there
+(``llmforge_slurm_node_gpus_allocated{node="gpu001"} 5``, from ``GresUsed``: the alert on allocated but idle
+GPUs joins it with dcgm-exporter's utilisation of that node); per partition CPUs, GPUs and the queue.
 """
 
 from __future__ import annotations
@@ -224,12 +228,15 @@ def render_metrics(nodes: t.Sequence[SlurmNode], jobs: t.Sequence[SlurmJob], clu
     base = {'cluster': cluster} if cluster else {}
     state_samples = []
     reasons: dict[str, str] = {}
+    # sinfo --Node repeats a node once per partition with the same GresUsed: one value per node.
+    node_gpus: dict[str, int] = {}
     cpus: dict[str, dict[str, int]] = {}
     gpus: dict[str, dict[str, int]] = {}
     for node in sorted(nodes, key=lambda item: (item.name, item.partition)):
         state_samples.append((dict(base, node=node.name, partition=node.partition, state=node.state), 1))
         if node.reason:
             reasons.setdefault(node.name, node.reason)
+        node_gpus[node.name] = max(node_gpus.get(node.name, 0), node.gpus_alloc)
         partition_cpus = cpus.setdefault(node.partition, dict.fromkeys(_CPU_STATES, 0))
         for state, count in zip(_CPU_STATES, (node.cpus_alloc, node.cpus_idle, node.cpus_other, node.cpus_total)):
             partition_cpus[state] += count
@@ -254,6 +261,9 @@ def render_metrics(nodes: t.Sequence[SlurmNode], jobs: t.Sequence[SlurmJob], clu
         Family('llmforge_slurm_node_reason_info', 'gauge',
                'Reason Slurm records for a node (set when it is drained, down or failed, kept until cleared); always 1.',
                [(dict(base, node=node, reason=reason), 1) for node, reason in sorted(reasons.items())]),
+        Family('llmforge_slurm_node_gpus_allocated', 'gauge',
+               'GPUs of a node allocated to jobs (sinfo GresUsed), once per node whatever its partitions.',
+               [(dict(base, node=node), count) for node, count in sorted(node_gpus.items())]),
         Family('llmforge_slurm_partition_cpus', 'gauge', 'CPUs of the nodes in a partition by state (alloc, idle, other, total).',
                [(dict(base, partition=partition, state=state), count)
                 for partition, counts in sorted(cpus.items()) for state, count in counts.items()]),
@@ -276,7 +286,8 @@ def render_failure(cluster: t.Optional[str] = None, timestamp: t.Optional[float]
 # the program -------------------------------------------------------------------------------------------------
 
 PROGRAM = 'llmforge-slurm-metrics'
-DESCRIPTION = "Write Slurm node, partition and queue metrics as Prometheus text, for node_exporter's textfile collector."
+DESCRIPTION = ("Write Slurm node (state, reason, allocated GPUs), partition and queue metrics as Prometheus text, "
+               "for node_exporter's textfile collector.")
 
 
 class CollectError(Exception):

@@ -35,6 +35,16 @@ NODE_EXPORTER_METRICS = {
     'node_infiniband_state_id', 'node_infiniband_physical_state_id', 'node_infiniband_link_downed_total',
     'node_infiniband_symbol_error_total', 'node_infiniband_port_errors_received_total',
     'node_infiniband_port_data_received_bytes_total', 'node_infiniband_port_data_transmitted_bytes_total',
+    'node_infiniband_port_transmit_wait_total',
+    # filesystem collector
+    'node_filesystem_avail_bytes', 'node_filesystem_size_bytes',
+    # textfile collector: each node's power budget, written by the role's installer side
+    'llmforge_node_power_budget_watts',
+}
+# prometheus-ipmi-exporter (job "ipmi"): checked against 1.6.1 of Debian 12 and upstream's current source.
+IPMI_METRICS = {
+    'ipmi_up', 'ipmi_temperature_celsius', 'ipmi_temperature_state', 'ipmi_fan_speed_rpm', 'ipmi_fan_speed_state',
+    'ipmi_sensor_state', 'ipmi_dcmi_power_consumption_watts',
 }
 DCGM_METRICS = {
     'DCGM_FI_DEV_GPU_UTIL', 'DCGM_FI_DEV_FB_USED', 'DCGM_FI_DEV_FB_FREE', 'DCGM_FI_DEV_GPU_TEMP', 'DCGM_FI_DEV_XID_ERRORS',
@@ -99,7 +109,8 @@ def slurm_metric_names() -> set[str]:
 
 def known_metrics() -> set[str]:
     recorded = {rule['record'] for rule in rules() if 'record' in rule}
-    return PROMETHEUS_METRICS | NODE_EXPORTER_METRICS | DCGM_METRICS | VALIDATOR_METRICS | slurm_metric_names() | recorded
+    exporters = PROMETHEUS_METRICS | NODE_EXPORTER_METRICS | IPMI_METRICS | DCGM_METRICS
+    return exporters | VALIDATOR_METRICS | slurm_metric_names() | recorded
 
 
 # alert rules ---------------------------------------------------------------
@@ -150,6 +161,67 @@ def test_every_alert_has_a_firing_and_a_quiet_promtool_case():
     for case in cases:
         for expected in case.get('exp_alerts') or []:
             assert expected['exp_labels']['severity'] in SEVERITIES and set(expected['exp_annotations']) == {'summary', 'description'}
+
+
+def test_ipmi_metrics_and_their_labels_are_documented_in_the_rules():
+    """The installer side (exporter module, scrape job and relabelling) reads the header to match the rules."""
+    header = ''.join(re.findall(r'(?m)^#.*\n', RULES.read_text(encoding='utf-8')))
+    for name in IPMI_METRICS | {'llmforge_node_power_budget_watts', 'llmforge_slurm_node_gpus_allocated'}:
+        assert re.search(rf'\b{name}\b', header), f'{name} is not described in the rules file header'
+    for words in ('job "ipmi"', 'bmc', 'rack', '"Power Supply"', '"Power Unit"'):
+        assert words in header
+
+
+# The rules file selects the scratch and checkpoint filesystems with this matcher; the template replaces it.
+SHIPPED_MOUNTPOINTS = 'mountpoint=~"/scratch|/checkpoints"'
+
+
+def test_shipped_mountpoint_matcher_is_the_default_and_the_templates():
+    defaults = load_yaml(ROOT / 'roles' / 'monitoring' / 'defaults' / 'main.yml')
+    assert SHIPPED_MOUNTPOINTS == f'mountpoint=~"{defaults["monitoring_alert_mountpoint_regex"]}"'
+    template = (ROOT / 'roles' / 'monitoring' / 'templates' / 'llmforge.rules.yml.j2').read_text(encoding='utf-8')
+    assert f"set shipped_mountpoints = '{SHIPPED_MOUNTPOINTS}'" in template
+    rules_text = RULES.read_text(encoding='utf-8')
+    # Twice in expressions and nowhere in comments, where the replacement would read oddly.
+    assert rules_text.count(SHIPPED_MOUNTPOINTS) == 2
+    assert all(SHIPPED_MOUNTPOINTS not in line for line in rules_text.splitlines() if line.lstrip().startswith('#'))
+
+
+def render_rules(tmp_path: pathlib.Path, **variables: str) -> str:
+    """The rules file as the role installs it, written to tmp_path/llmforge.rules.yml."""
+    from role_render import render  # pylint: disable=import-outside-toplevel
+    inventory = {'hosts': {'metrics1': {}}, 'groups': {'monitoring': ['metrics1']}}
+    extra_vars = {'role_path': str(ROOT / 'roles' / 'monitoring'), **variables}
+    # No task file: the template needs none of the preflight's facts.
+    result = render('monitoring', 'llmforge.rules.yml.j2', inventory, tasks='absent.yml', extra_vars=extra_vars)
+    assert 'error' not in result, result.get('error')
+    text = result['hosts']['metrics1']
+    (tmp_path / 'llmforge.rules.yml').write_text(text, encoding='utf-8')
+    return text
+
+
+@pytest.mark.parametrize(('variables', 'matcher'), [
+    pytest.param({}, SHIPPED_MOUNTPOINTS, id='default'),
+    pytest.param({'monitoring_alert_mountpoint_regex': '/scratch|/lustre/ckpt.*'},
+                 'mountpoint=~"/scratch|/lustre/ckpt.*"', id='custom'),
+    pytest.param({'monitoring_alert_mountpoint_regex': r'/data\.d/"x"'},
+                 r'mountpoint=~"/data\\.d/\"x\""', id='escaped'),
+    pytest.param({'monitoring_alert_mountpoint_regex': '/raid', 'monitoring_alert_for_override': '5s'},
+                 'mountpoint=~"/raid"', id='for-override'),
+])
+def test_installed_rules_watch_the_configured_mountpoints(tmp_path, variables, matcher):
+    text = render_rules(tmp_path, **variables)
+    assert text.count(matcher) == 2
+    if matcher != SHIPPED_MOUNTPOINTS:
+        assert SHIPPED_MOUNTPOINTS not in text
+    groups = yaml.safe_load(text)['groups']
+    installed = [rule for group in groups for rule in group['rules']]
+    names = [rule.get('alert') or rule['record'] for rule in installed]
+    assert names == [rule.get('alert') or rule['record'] for rule in rules()]
+    if 'monitoring_alert_for_override' in variables:
+        assert {rule['for'] for rule in installed if 'for' in rule} == {'5s'}
+    if shutil.which('promtool'):
+        run_promtool('check', 'rules', 'llmforge.rules.yml', cwd=tmp_path)
 
 
 def test_dcgm_metrics_are_in_the_counters_file():

@@ -291,6 +291,26 @@ def test_render_partition_totals(cluster16):
     }
 
 
+def test_render_allocated_gpus_once_per_node(cluster16):
+    """One sample per node, not per partition: the idle-GPU alert joins it with the node's GPU utilisation."""
+    samples = parse_exposition(cluster16)['llmforge_slurm_node_gpus_allocated']
+    assert all(set(labels) == {'node'} for labels, value in samples)
+    expected = {(node,): used for node, partition, state, total, used, reason in CLUSTER16_NODES}
+    assert by_labels(samples, 'node') == expected
+    assert len(samples) == 16
+    assert sum(value for labels, value in samples) == 35
+
+
+def test_render_allocated_gpus_of_a_draining_node_in_two_partitions():
+    nodes = _slurm_metrics.parse_sinfo(fixture('container-24.11-sinfo.txt'))
+    text = _slurm_metrics.render_metrics(nodes, [], cluster='prod-a')
+    samples = parse_exposition(text)['llmforge_slurm_node_gpus_allocated']
+    allocated = {labels['node']: value for labels, value in samples}
+    assert allocated['gpu001'] == 3 and set(allocated.values()) == {0, 3} and len(allocated) == 16
+    gpu001 = [labels for labels, value in samples if labels['node'] == 'gpu001']
+    assert gpu001 == [{'cluster': 'prod-a', 'node': 'gpu001'}]
+
+
 def test_render_queue(cluster16):
     samples = parse_exposition(cluster16)
     assert by_labels(samples['llmforge_slurm_jobs'], 'partition', 'state') == {
