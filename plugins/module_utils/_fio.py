@@ -260,8 +260,8 @@ def _locate_json(text: str) -> tuple[t.Any, list[str]]:
     match = _JSON_START.search(text)
     if match is None:
         first = next((line.strip() for line in text.splitlines() if line.strip()), '')
-        raise FioError('no JSON object in the fio output' + (f'; it printed: {first[:200]}' if first else
-                                                              ' (the output is empty)'))
+        said = f'; it printed: {first[:200]}' if first else ' (the output is empty)'
+        raise FioError('no JSON object in the fio output' + said)
     before = [line.strip() for line in text[:match.start()].splitlines() if line.strip()]
     try:
         data, end = json.JSONDecoder().raw_decode(text, match.start())
@@ -531,7 +531,8 @@ def _measured(results: t.Any, node: str) -> tuple[dict[str, dict[str, t.Any]], l
     profiles: dict[str, dict[str, t.Any]] = {}
     runs = []
     for result in flat:
-        if result is None:
+        # None: never registered (the task did not reach the node); a false `when`: the profile was not asked for.
+        if result is None or (isinstance(result, t.Mapping) and result.get('skipped') and 'false_condition' in result):
             continue
         if not isinstance(result, t.Mapping):
             raise FioError(f'a result of node {node} must be a registered storage_bench result, got {result!r}')

@@ -403,8 +403,11 @@ def test_unreachable_skipped_and_missing_results():
     data = {'gpu1': fleet()['gpu1'], 'gpu5': [None], 'gpu6': [{'unreachable': True, 'msg': 'ssh: timed out'}],
             'gpu7': [{'skipped': True, 'changed': False, 'msg': 'storage_bench writes test files in /scratch: not run '
                                                                 'in check mode'}]}
+    data['gpu8'] = [{'changed': False, 'skipped': True, 'skip_reason': 'Conditional result was False',
+                     'false_condition': 'validate_storage_shared_dir | length > 0'}]
     nodes = fio.judge(data, {})['nodes']
     assert nodes['gpu5'] == {'checks': [], 'healthy': True, 'profiles': {}}
+    assert nodes['gpu8'] == {'checks': [], 'healthy': True, 'profiles': {}}
     assert nodes['gpu6']['checks'][0]['status'] == 'fail' and 'ssh: timed out' in nodes['gpu6']['checks'][0]['message']
     assert nodes['gpu7']['checks'][0]['status'] == 'skip' and nodes['gpu7']['healthy']
 
