@@ -6,7 +6,8 @@ SHELL := /bin/bash
 
 VENV ?= .venv
 PYTHON ?= python3
-export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+# build/tools: promtool, unpacked by scripts/ensure-test-tools.sh.
+export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/build/tools/usr/bin:$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/collections
 export PYTHONPATH := $(CURDIR)/collections
 export MOLECULE_IMAGE ?= llmforge/debian13-systemd:latest
@@ -50,6 +51,7 @@ build/wheelhouse/.complete: $(WHEELHOUSE_LOCK) | venv
 wheelhouse: build/wheelhouse/.complete
 
 unit: venv
+	bash scripts/ensure-test-tools.sh
 	pytest -q tests/unit
 
 lint: venv

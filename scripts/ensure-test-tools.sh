@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The programs the unit tests run for real, from the distribution: fio (storage_bench's tests run it on a temporary
+# directory) and promtool (the alert rules' unit tests), which is taken out of Debian's prometheus package into
+# build/tools without installing the package, so no Prometheus server is started on this machine. Idempotent.
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+tools="$root/build/tools"
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+    sudo=(sudo)
+fi
+export DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1
+
+if ! command -v fio >/dev/null 2>&1; then
+    echo "ensure-test-tools: installing fio from the distribution"
+    "${sudo[@]}" apt-get update -qq
+    "${sudo[@]}" apt-get install -y -qq --no-install-recommends fio >/dev/null
+fi
+
+if ! command -v promtool >/dev/null 2>&1 && [ ! -x "$tools/usr/bin/promtool" ]; then
+    echo "ensure-test-tools: unpacking promtool from the distribution's prometheus package into $tools"
+    download="$(mktemp -d)"
+    trap 'rm -rf "$download"' EXIT
+    "${sudo[@]}" apt-get update -qq
+    (cd "$download" && apt-get download -qq -o APT::Sandbox::User=root prometheus)
+    mkdir -p "$tools"
+    dpkg-deb -x "$download"/prometheus_*.deb "$download/root"
+    install -D -m 0755 "$download/root/usr/bin/promtool" "$tools/usr/bin/promtool"
+fi
