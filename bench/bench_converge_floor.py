@@ -39,8 +39,10 @@ def manual(container: str) -> set[str]:
 
 
 def start(name: str) -> None:
+    """A fresh container, once systemd has finished booting it (apt fails while its tmpfiles are being made)."""
     docker('rm', '-f', name, check=False)
     docker('run', '-d', '--name', name, *SYSTEMD, IMAGE, '/lib/systemd/systemd')
+    docker('exec', name, 'systemctl', 'is-system-running', '--wait', check=False)
 
 
 def package_sets() -> dict[str, list[str]]:
