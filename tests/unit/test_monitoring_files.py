@@ -376,4 +376,4 @@ def test_ipmi_exporter_module_holds_the_login_and_collectors():
     text = render_monitoring('ipmi_exporter.yml.j2', monitoring_ipmi_exclude_sensor_ids=[12, '40'])
     assert yaml.safe_load(text)['modules'] == {'default': {
         'user': 'bmc-reader', 'pass': 'Zq8vL2mN5xT7kR4w', 'driver': 'LAN_2_0', 'privilege': 'user',
-        'timeout': 10000, 'collectors': ['ipmi', 'dcmi'], 'exclude_sensor_ids': [12, 40]}}
+        'timeout': 10000, 'collectors': ['ipmi', 'dcmi'], 'workaround_flags': [], 'exclude_sensor_ids': [12, 40]}}

@@ -450,7 +450,7 @@ def test_ipmi_configuration_holds_the_bmc_login_privately(mon):
     module = yaml.safe_load(config.content_string)['modules']['default']
     assert (module['user'], module['pass'], module['driver']) == (SETTINGS['monitoring_ipmi_username'], BMC_PASSWORD,
                                                                   'LAN_2_0')
-    assert module['collectors'] == ['ipmi', 'dcmi']
+    assert module['collectors'] == ['ipmi', 'dcmi'] and module['workaround_flags'] == ['opensesspriv']
     hits = mon.run('grep -rlF -e %s /etc/prometheus /etc/default', BMC_PASSWORD).stdout.split()
     assert hits == ['/etc/prometheus/ipmi_exporter.yml'], hits
 
