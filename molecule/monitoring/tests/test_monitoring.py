@@ -489,7 +489,7 @@ def test_power_budget_reaches_prometheus_for_nodes_that_have_one(hosts, mon, pro
 
 def set_inlet(mon, celsius):
     """The simulated BMC polls its inlet reading from this file every second."""
-    mon.check_output("echo %s > %s.tmp && mv %s.tmp %s", celsius, BMC_INLET_FILE, BMC_INLET_FILE, BMC_INLET_FILE)
+    mon.check_output("echo %s > %s.tmp && mv %s.tmp %s", str(celsius), BMC_INLET_FILE, BMC_INLET_FILE, BMC_INLET_FILE)
 
 
 def test_hot_inlet_air_fires_and_notifies_the_webhook(mon, prometheus):
