@@ -436,8 +436,10 @@ def test_ipmi_exporter_reads_the_simulated_bmc(mon):
     """The exporter on the metrics host logs into the BMC over IPMI LAN and reads its inlet, fan and PSU sensors."""
     assert mon.service('prometheus-ipmi-exporter').is_running
     assert ('127.0.0.1', 9290) in listeners(mon), mon.check_output('ss -ltnp')
-    text = wait_for(lambda: (lambda t: t if sample(t, 'ipmi_up', collector='ipmi') == 1 else None)(ipmi_probe(mon)),
-                    timeout=60)
+    def read():
+        probe = ipmi_probe(mon)
+        return probe if sample(probe, 'ipmi_up', collector='ipmi') == 1 else None
+    text = wait_for(read, timeout=60)
     assert text, ipmi_probe(mon)[-3000:] + mon.run('journalctl -u prometheus-ipmi-exporter -n 30 --no-pager').stdout
     assert sample(text, 'ipmi_temperature_celsius', name='Inlet Temp') == 24, text[-3000:]
     assert sample(text, 'ipmi_fan_speed_rpm', name='Fan 1') == 8000, text[-3000:]
@@ -518,4 +520,3 @@ def test_check_mode_on_the_converged_hosts_reports_no_change():
     assert len(recap) == 3, result.stdout[-3000:]
     assert all('changed=0' in line for line in recap), '\n'.join(recap)
     assert BMC_PASSWORD not in result.stdout + result.stderr, 'the BMC password is in the output'
-
