@@ -10,6 +10,7 @@ import pathlib
 import re
 import shutil
 import subprocess
+import typing as t
 
 import pytest
 import yaml
@@ -320,3 +321,59 @@ def test_promtool_parses_dashboard_queries(tmp_path):
     recorded = [{'record': f'dashboard:query_{number}', 'expr': expr.replace('$__rate_interval', '5m')} for number, expr in enumerate(exprs)]
     (tmp_path / 'dashboards.rules.yml').write_text(yaml.safe_dump({'groups': [{'name': 'dashboards', 'rules': recorded}]}), encoding='utf-8')
     run_promtool('check', 'rules', 'dashboards.rules.yml', cwd=tmp_path)
+
+
+# Job "ipmi": one target per host with bmc_address, labelled as the alert rules expect (see the rules' header).
+IPMI_INVENTORY = {
+    'hosts': {
+        'mon1': {'ansible_host': '10.0.0.10', 'monitoring_bind_address': '10.0.0.10'},
+        'gpu1': {'ansible_host': '10.0.0.11', 'bmc_address': '10.1.0.11', 'rack': 'r07'},
+        'gpu2': {'ansible_host': '10.0.0.12'},
+    },
+    'groups': {'cluster': ['mon1', 'gpu1', 'gpu2'], 'monitoring': ['mon1'], 'gpu_nodes': ['gpu1', 'gpu2']},
+}
+IPMI_VARS = {'monitoring_ipmi': True, 'monitoring_ipmi_username': 'bmc-reader',
+             'monitoring_ipmi_password': 'Zq8vL2mN5xT7kR4w', 'monitoring_web_users': [
+                 {'name': 'prometheus', 'password': 'Kx7vQ2mZ9wLp4Rt8Nc3B'}],
+             'monitoring_address': '{{ ansible_host }}'}
+
+
+def render_monitoring(template: str, **extra: t.Any) -> str:
+    from role_render import render  # pylint: disable=import-outside-toplevel
+    result = render('monitoring', template, IPMI_INVENTORY, tasks='absent.yml', render_hosts=['mon1'],
+                    extra_vars={'role_path': str(ROOT / 'roles' / 'monitoring'), **IPMI_VARS, **extra})
+    assert 'error' not in result, result.get('error')
+    return result['hosts']['mon1']
+
+
+@pytest.mark.parametrize('job', ['ipmi', 'node'])
+def test_file_sd_targets_carry_rack_and_the_ipmi_job_targets_bmcs(job):
+    port = {'ipmi': '', 'node': 9100}[job]
+    hosts = {'ipmi': ['gpu1'], 'node': ['mon1', 'gpu1', 'gpu2']}[job]
+    groups = yaml.safe_load(render_monitoring('file_sd.yml.j2', item={'name': job, 'hosts': hosts, 'port': port}))
+    if job == 'ipmi':
+        assert groups == [{'targets': ['10.1.0.11'], 'labels': {
+            'cluster': 'llmforge', 'role': 'gpu_nodes', 'instance': 'gpu1', 'rack': 'r07', 'bmc': '10.1.0.11'}}]
+    else:
+        assert {g['labels']['instance']: (g['targets'], g['labels']['rack']) for g in groups} == {
+            'mon1': (['10.0.0.10:9100'], ''), 'gpu1': (['10.0.0.11:9100'], 'r07'), 'gpu2': (['10.0.0.12:9100'], '')}
+
+
+def test_prometheus_probes_bmcs_through_the_local_exporter():
+    config = yaml.safe_load(render_monitoring('prometheus.yml.j2'))
+    jobs = {job['job_name']: job for job in config['scrape_configs']}
+    ipmi = jobs['ipmi']
+    assert ipmi['metrics_path'] == '/ipmi' and ipmi['params'] == {'module': ['default']}
+    assert ipmi['relabel_configs'] == [
+        {'source_labels': ['__address__'], 'target_label': '__param_target'},
+        {'target_label': '__address__', 'replacement': '127.0.0.1:9290'}]
+    assert 'relabel_configs' not in jobs['node']
+    without = yaml.safe_load(render_monitoring('prometheus.yml.j2', monitoring_ipmi=False))
+    assert 'ipmi' not in {job['job_name'] for job in without['scrape_configs']}
+
+
+def test_ipmi_exporter_module_holds_the_login_and_collectors():
+    text = render_monitoring('ipmi_exporter.yml.j2', monitoring_ipmi_exclude_sensor_ids=[12, '40'])
+    assert yaml.safe_load(text)['modules'] == {'default': {
+        'user': 'bmc-reader', 'pass': 'Zq8vL2mN5xT7kR4w', 'driver': 'LAN_2_0', 'privilege': 'user',
+        'timeout': 10000, 'collectors': ['ipmi', 'dcmi'], 'workaround_flags': [], 'exclude_sensor_ids': [12, 40]}}

@@ -46,6 +46,11 @@ USERS = SETTINGS['monitoring_web_users']
 USER, PASSWORD = USERS[0]['name'], USERS[0]['password']
 SECRETS = [user['password'] for user in USERS] + [SETTINGS['monitoring_grafana_admin_password'],
                                                   SETTINGS['monitoring_grafana_secret_key']]
+# node1's BMC, simulated by ipmi_sim on mon1 (prepare.yml, files/bmc_sim.emu); node2 has none.
+BMC_HOST, BMC_ADDRESS, BMC_RACK = 'node1', '127.0.0.2', 'r01'
+BMC_PASSWORD = SETTINGS['monitoring_ipmi_password']
+IPMI_EXPORTER = 'http://127.0.0.1:9290'
+BMC_INLET_FILE = '/var/lib/llmforge-test-bmc/inlet'
 # Runs inside the container: the image has python3 but no curl. Prints {"status": HTTP status or 0, "body": text}.
 HTTP_CLIENT = r'''
 import base64, json, ssl, sys, urllib.error, urllib.request
@@ -409,6 +414,100 @@ def test_grafana_is_skipped_and_no_secret_of_it_is_written_without_it(mon):
         assert mon.run('grep -rlF -e %s /etc /var/lib /tmp', secret).stdout.split() == []
 
 
+def ipmi_probe(mon):
+    status, text = request(mon, f'{IPMI_EXPORTER}/ipmi?target={BMC_ADDRESS}&module=default', user=None, cafile=None)
+    assert status == 200, (status, text[:500])
+    return text
+
+
+def sample(text, metric, **labels):
+    """Value of the first series of `metric` in exposition `text` whose labels include `labels`, or None."""
+    for line in text.splitlines():
+        match = re.match(r'^(\w+)(?:\{(.*)\})? (\S+)$', line)
+        if not match or match.group(1) != metric:
+            continue
+        found = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', match.group(2) or ''))
+        if all(found.get(key) == value for key, value in labels.items()):
+            return float(match.group(3))
+    return None
+
+
+def test_ipmi_exporter_reads_the_simulated_bmc(mon):
+    """The exporter on the metrics host logs into the BMC over IPMI LAN and reads its inlet, fan and PSU sensors."""
+    assert mon.service('prometheus-ipmi-exporter').is_running
+    assert ('127.0.0.1', 9290) in listeners(mon), mon.check_output('ss -ltnp')
+    def read():
+        probe = ipmi_probe(mon)
+        return probe if sample(probe, 'ipmi_up', collector='ipmi') == 1 else None
+    text = wait_for(read, timeout=60)
+    assert text, ipmi_probe(mon)[-3000:] + mon.run('journalctl -u prometheus-ipmi-exporter -n 30 --no-pager').stdout
+    assert sample(text, 'ipmi_temperature_celsius', name='Inlet Temp') == 24, text[-3000:]
+    assert sample(text, 'ipmi_fan_speed_rpm', name='Fan 1') == 8000, text[-3000:]
+    assert sample(text, 'ipmi_sensor_state', name='PSU1 Status', type='Power Supply') == 0, text[-3000:]
+
+
+def test_ipmi_configuration_holds_the_bmc_login_privately(mon):
+    config = mon.file('/etc/prometheus/ipmi_exporter.yml')
+    assert (config.user, config.group, config.mode) == ('root', 'prometheus', 0o640)
+    module = yaml.safe_load(config.content_string)['modules']['default']
+    assert (module['user'], module['pass'], module['driver']) == (SETTINGS['monitoring_ipmi_username'], BMC_PASSWORD,
+                                                                  'LAN_2_0')
+    assert module['collectors'] == ['ipmi', 'dcmi'] and module['workaround_flags'] == ['opensesspriv']
+    hits = mon.run('grep -rlF -e %s /etc/prometheus /etc/default', BMC_PASSWORD).stdout.split()
+    assert hits == ['/etc/prometheus/ipmi_exporter.yml'], hits
+
+
+def test_ipmi_targets_are_the_bmcs_of_the_inventory(mon):
+    groups = yaml.safe_load(mon.file('/etc/prometheus/file_sd/ipmi.yml').content_string)
+    assert groups == [{'targets': [BMC_ADDRESS], 'labels': {
+        'cluster': 'llmforge', 'role': 'gpu_nodes', 'instance': BMC_HOST, 'rack': BMC_RACK, 'bmc': BMC_ADDRESS}}]
+    node_groups = yaml.safe_load(mon.file('/etc/prometheus/file_sd/node.yml').content_string)
+    assert {g['labels']['instance']: g['labels']['rack'] for g in node_groups} == {
+        'mon1': '', 'node1': BMC_RACK, 'node2': ''}
+
+
+def test_prometheus_scrapes_the_bmc_as_its_node(mon, prometheus):
+    def scraped():
+        result = query(mon, prometheus, 'ipmi_up{job="ipmi", collector="ipmi", cluster="llmforge"} == 1')
+        return result or None
+    result = wait_for(scraped)
+    assert result, call(mon, f'{prometheus}/api/v1/targets?state=active')
+    assert [{k: r['metric'][k] for k in ('instance', 'rack', 'bmc', 'role')} for r in result] == [
+        {'instance': BMC_HOST, 'rack': BMC_RACK, 'bmc': BMC_ADDRESS, 'role': 'gpu_nodes'}]
+    inlet = query(mon, prometheus, 'llmforge:bmc_inlet_temperature:celsius{instance="node1"}')
+    assert [r['value'][1] for r in inlet] == ['24'], inlet
+
+
+def test_power_budget_reaches_prometheus_for_nodes_that_have_one(hosts, mon, prometheus):
+    budget = hosts['node1'].file(f'{TEXTFILE_DIR}/llmforge_power_budget.prom')
+    assert re.search(r'^llmforge_node_power_budget_watts 1500(\.0)?$', budget.content_string, re.M)
+    assert not hosts['node2'].file(f'{TEXTFILE_DIR}/llmforge_power_budget.prom').exists
+
+    def budgets():
+        result = query(mon, prometheus, 'llmforge_node_power_budget_watts{job="node", cluster="llmforge"}')
+        return {r['metric']['instance']: r['value'][1] for r in result} or None
+    assert wait_for(budgets) == {'node1': '1500'}
+
+
+def set_inlet(mon, celsius):
+    """The simulated BMC polls its inlet reading from this file every second."""
+    mon.check_output("echo %s > %s.tmp && mv %s.tmp %s", str(celsius), BMC_INLET_FILE, BMC_INLET_FILE, BMC_INLET_FILE)
+
+
+def test_hot_inlet_air_fires_and_notifies_the_webhook(mon, prometheus):
+    set_inlet(mon, 36)  # degrees C: above the warning (30) and the critical (35) thresholds
+    try:
+        for alert in ('InletTemperatureCritical', 'InletTemperatureHigh'):
+            assert wait_for(lambda: firing(mon, prometheus, alert, BMC_HOST), timeout=120), \
+                (alert, call(mon, f'{prometheus}/api/v1/alerts'))
+        found = wait_for(lambda: notified(mon, 'InletTemperatureCritical', BMC_HOST), timeout=60)
+        assert found, mon.run('cat %s', WEBHOOK_LOG).stdout[-3000:]
+        labels = found[0]['labels']
+        assert (labels['rack'], labels['bmc'], labels['name']) == (BMC_RACK, BMC_ADDRESS, 'Inlet Temp'), labels
+    finally:
+        set_inlet(mon, 24)
+
+
 def test_check_mode_on_the_converged_hosts_reports_no_change():
     inventory = os.path.dirname(os.environ['MOLECULE_INVENTORY_FILE'])
     playbook = os.path.join(PROJECT, 'molecule', 'monitoring', 'converge.yml')
@@ -420,3 +519,4 @@ def test_check_mode_on_the_converged_hosts_reports_no_change():
     recap = [line for line in result.stdout.splitlines() if re.match(r'^(mon1|node1|node2)\s+:', line)]
     assert len(recap) == 3, result.stdout[-3000:]
     assert all('changed=0' in line for line in recap), '\n'.join(recap)
+    assert BMC_PASSWORD not in result.stdout + result.stderr, 'the BMC password is in the output'
