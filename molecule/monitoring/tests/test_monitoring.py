@@ -436,9 +436,11 @@ def test_ipmi_exporter_reads_the_simulated_bmc(mon):
     """The exporter on the metrics host logs into the BMC over IPMI LAN and reads its inlet, fan and PSU sensors."""
     assert mon.service('prometheus-ipmi-exporter').is_running
     assert ('127.0.0.1', 9290) in listeners(mon), mon.check_output('ss -ltnp')
+
     def read():
         probe = ipmi_probe(mon)
         return probe if sample(probe, 'ipmi_up', collector='ipmi') == 1 else None
+
     text = wait_for(read, timeout=60)
     assert text, ipmi_probe(mon)[-3000:] + mon.run('journalctl -u prometheus-ipmi-exporter -n 30 --no-pager').stdout
     assert sample(text, 'ipmi_temperature_celsius', name='Inlet Temp') == 24, text[-3000:]
