@@ -23,11 +23,11 @@ import subprocess
 import sys
 import time
 
+from benchlib import SYSTEMD_CONTAINER
+
 IMAGE = 'llmforge/debian13-systemd:latest'
 HOSTS = ('ctl1', 'gpu1', 'gpu2', 'login1')
 PREFIX = 'llmforge-floor-'
-SYSTEMD = ['--cap-add', 'SYS_ADMIN', '--cap-add', 'NET_ADMIN', '--security-opt', 'seccomp=unconfined',
-           '--cgroupns', 'host', '-v', '/sys/fs/cgroup:/sys/fs/cgroup:rw', '--tmpfs', '/run', '--tmpfs', '/run/lock']
 
 
 def docker(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -41,7 +41,7 @@ def manual(container: str) -> set[str]:
 def start(name: str) -> None:
     """A fresh container, once systemd has finished booting it (apt fails while its tmpfiles are being made)."""
     docker('rm', '-f', name, check=False)
-    docker('run', '-d', '--name', name, *SYSTEMD, IMAGE, '/lib/systemd/systemd')
+    docker('run', '-d', '--name', name, *SYSTEMD_CONTAINER, IMAGE, '/lib/systemd/systemd')
     docker('exec', name, 'systemctl', 'is-system-running', '--wait', check=False)
 
 

@@ -27,21 +27,16 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
-import re
 import statistics
 import subprocess
 import sys
-import time
+
+from benchlib import SYSTEMD_CONTAINER, timed_run
 
 IMAGE = 'llmforge/scale-node:bench'
 PREFIX = 'llmforge-scale-'
 NETWORK = 'llmforge-cluster'
 WORK = pathlib.Path('build/bench/scale')
-RECAP = re.compile(r'^(?P<host>\S+)\s+: ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+unreachable=(?P<unreachable>\d+)'
-                   r'\s+failed=(?P<failed>\d+)\s+skipped=(?P<skipped>\d+)', re.M)
-# The options molecule/cluster gives its systemd containers (--privileged fails on these hosts).
-SYSTEMD = ['--cap-add', 'SYS_ADMIN', '--cap-add', 'NET_ADMIN', '--security-opt', 'seccomp=unconfined',
-           '--cgroupns', 'host', '-v', '/sys/fs/cgroup:/sys/fs/cgroup:rw', '--tmpfs', '/run', '--tmpfs', '/run/lock']
 
 
 def docker(*args: str, check: bool = True) -> str:
@@ -73,7 +68,7 @@ def start_hosts(count: int, systemd: bool) -> None:
             continue
         docker('rm', '-f', name(index), check=False)
         command = ['/lib/systemd/systemd'] if systemd else ['sleep', 'infinity']
-        options = SYSTEMD if systemd else []
+        options = SYSTEMD_CONTAINER if systemd else []
         docker('run', '-d', '--name', name(index), '--hostname', host(index), '--network', NETWORK,
                *options, IMAGE, *command)
 
@@ -97,15 +92,9 @@ def write_inventory(count: int) -> pathlib.Path:
 
 
 def timed(argv: list[str], log_path: pathlib.Path, env: dict[str, str]) -> tuple[float, dict[str, dict[str, int]]]:
-    started = time.monotonic()
-    with open(log_path, 'w', encoding='utf-8') as log:
-        proc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, check=False, env=env)
-    elapsed = time.monotonic() - started
-    text = log_path.read_text(encoding='utf-8')
-    recap = {m['host']: {key: int(m[key]) for key in ('ok', 'changed', 'unreachable', 'failed', 'skipped')}
-             for m in RECAP.finditer(text)}
-    if proc.returncode != 0:
-        sys.exit(f'{" ".join(argv[:2])} failed (rc {proc.returncode}); see {log_path}')
+    elapsed, recap, returncode = timed_run(argv, str(log_path), env)
+    if returncode != 0:
+        sys.exit(f'{" ".join(argv[:2])} failed (rc {returncode}); see {log_path}')
     return elapsed, recap
 
 

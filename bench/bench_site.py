@@ -16,31 +16,21 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import statistics
 import subprocess
 import sys
-import time
 
-RECAP = re.compile(r'^(?P<host>\S+)\s+: ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+unreachable=(?P<unreachable>\d+)'
-                   r'\s+failed=(?P<failed>\d+)\s+skipped=(?P<skipped>\d+)', re.M)
+from benchlib import timed_run
+
 SITE = ['ansible-playbook', 'playbooks/site.yml', '-i', 'inventories/demo']
 MOLECULE = ['molecule', '--base-config', '.config/molecule/config.yml']
 
 
 def site(log_path: str) -> tuple[float, dict[str, dict[str, int]]]:
     """Run site.yml once; its wall time and the recap per host. The output goes to `log_path`."""
-    started = time.monotonic()
-    with open(log_path, 'w', encoding='utf-8') as log:
-        proc = subprocess.run(SITE, stdout=log, stderr=subprocess.STDOUT, check=False,
-                              env=dict(os.environ, ANSIBLE_NOCOLOR='1'))
-    elapsed = time.monotonic() - started
-    with open(log_path, encoding='utf-8') as log:
-        text = log.read()
-    recap = {m['host']: {key: int(m[key]) for key in ('ok', 'changed', 'unreachable', 'failed', 'skipped')}
-             for m in RECAP.finditer(text)}
-    if proc.returncode != 0 or not recap:
-        sys.exit(f'site.yml failed (rc {proc.returncode}); see {log_path}')
+    elapsed, recap, returncode = timed_run(SITE, log_path)
+    if returncode != 0 or not recap:
+        sys.exit(f'site.yml failed (rc {returncode}); see {log_path}')
     return elapsed, recap
 
 
