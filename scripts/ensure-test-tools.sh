@@ -11,10 +11,16 @@ if [ "$(id -u)" -ne 0 ]; then
     sudo=(sudo)
 fi
 export DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1
+updated=
+# The package lists, refreshed once however many tools are missing.
+update() {
+    [ -n "$updated" ] || "${sudo[@]}" apt-get update -qq
+    updated=1
+}
 
 if ! command -v fio >/dev/null 2>&1; then
     echo "ensure-test-tools: installing fio from the distribution"
-    "${sudo[@]}" apt-get update -qq
+    update
     "${sudo[@]}" apt-get install -y -qq --no-install-recommends fio >/dev/null
 fi
 
@@ -22,7 +28,7 @@ if ! command -v promtool >/dev/null 2>&1 && [ ! -x "$tools/usr/bin/promtool" ]; 
     echo "ensure-test-tools: unpacking promtool from the distribution's prometheus package into $tools"
     download="$(mktemp -d)"
     trap 'rm -rf "$download"' EXIT
-    "${sudo[@]}" apt-get update -qq
+    update
     (cd "$download" && apt-get download -qq -o APT::Sandbox::User=root prometheus)
     mkdir -p "$tools"
     dpkg-deb -x "$download"/prometheus_*.deb "$download/root"
