@@ -56,6 +56,7 @@ import re
 import time
 import typing as t
 
+from ansible_collections.llmforge.cluster.plugins.module_utils import _checks as checks
 from ansible_collections.llmforge.cluster.plugins.module_utils import _proc as proc
 
 PASS, FAIL, WARN, SKIP, ERROR, HANG = 'pass', 'fail', 'warn', 'skip', 'error', 'hang'
@@ -518,6 +519,19 @@ def error_result(level: int, message: str, reason_prefix: str = REASON_PREFIX,
     level = check_level(level)
     return DiagResult(level, ERROR, make_reason(reason_prefix, level, ERROR, [message]), [], [], [message],
                       _counts([]), exit_code=exit_code)
+
+
+def as_check(result: DiagResult) -> t.Dict[str, t.Any]:
+    """The result as a validator check (_checks.check): name `dcgm`, subject `L<level>`, actual `<verdict>: <detail>`.
+
+    Its drain reason (_slurm_drain.drain_reason) is then the module's: `llmforge: dcgm L3 fail: memory GPU3`, and
+    _slurm_drain lifts a drain for `dcgm L<level>` only when a diagnostic of that level passes. pass and warn are
+    healthy; fail, error and hang fail.
+    """
+    status = {PASS: checks.PASS, WARN: checks.WARN}.get(result.verdict, checks.FAIL)
+    actual = result.reason.partition(f'dcgm L{result.level} ')[2] or result.verdict
+    message = '; '.join(result.messages[:3]) or actual
+    return checks.check('dcgm', status, f'L{result.level}', PASS, actual, f'dcgmi diag -r {result.level}: {message}')
 
 
 # --- running --------------------------------------------------------------------------------------

@@ -13,6 +13,9 @@ follow the same rules:
 - a drained node whose reason starts with `llmforge:` (ours) is resumed once the check named in that reason was
   evaluated again and nothing fails; a reason naming a check this run did not evaluate (e.g. an NCCL bandwidth
   drain seen by the node health check) is left alone;
+- a check whose subject is part of what it proves (LEVELED_CHECKS: `dcgm L1` .. `dcgm L4`) is named with its
+  subject: a drain for `llmforge: dcgm L3 ...` is lifted only when a level-3 diagnostic ran and passed, never by
+  the health check's level 1;
 - a node drained for any other reason (an administrator's, another tool's) is never resumed nor re-drained.
 """
 
@@ -30,6 +33,8 @@ RUN_CHECKS = frozenset({'run', 'timeout', 'nodecheck'})
 # The actual value of llmforge-nodecheck's `run` check for a validator that raised on unexpected input; its drain
 # reason is `llmforge: nodecheck error <what>` (named by `nodecheck`, lifted as the other RUN_CHECKS are).
 ERROR_REASON = 'nodecheck error'
+# Checks named with their subject (the DCGM diagnostic level) in drain reasons and in what a run evaluated.
+LEVELED_CHECKS = frozenset({'dcgm'})
 
 _STATE = re.compile(r'(?:^|\s)State=(\S+)')
 # Reason runs to the next ` Key=` field (or the end); Slurm appends ` [user@time]`.
@@ -95,7 +100,18 @@ def _reason_check(reason: str) -> t.Optional[str]:
     if not reason.startswith(REASON_PREFIX):
         return None
     words = reason[len(REASON_PREFIX):].split()
+    if len(words) > 1 and words[0] in LEVELED_CHECKS:
+        return f'{words[0]} {words[1]}'
     return words[0] if words else ''
+
+
+def _evaluated(checks: t.Iterable[t.Mapping[str, t.Any]]) -> set[str]:
+    """The names a drain reason may name that this run's checks evaluated (see LEVELED_CHECKS)."""
+    names = set(RUN_CHECKS)
+    for item in checks:
+        name = str(item.get('name'))
+        names.add(f"{name} {item.get('subject')}" if name in LEVELED_CHECKS else name)
+    return names
 
 
 def drain_action(checks: t.Sequence[t.Mapping[str, t.Any]], node: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
@@ -117,8 +133,7 @@ def drain_action(checks: t.Sequence[t.Mapping[str, t.Any]], node: t.Mapping[str,
     named = _reason_check(old)
     if named is None:
         return {'action': None, 'reason': '', 'why': f'healthy, drained by someone else ({old or "no reason"}): left alone'}
-    evaluated = {str(item.get('name')) for item in checks} | RUN_CHECKS
-    if named not in evaluated:
+    if named not in _evaluated(checks):
         return {'action': None, 'reason': '', 'why': f'healthy, but drained for a check not run here ({old}): left alone'}
     return {'action': 'resume', 'reason': '', 'why': f'healthy again (was drained for: {old})'}
 

@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import _dcgm_diag as dcgm
+from ansible_collections.llmforge.cluster.plugins.module_utils import _slurm_drain as drain
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / 'tests' / 'fixtures' / 'dcgm'
@@ -61,6 +62,18 @@ def test_every_fixture(name, level, verdict, failing, reason, counts):
     assert {key: result.counts[key] for key in counts} == counts
     assert len(result.reason) <= 200 and len(result.reason) <= dcgm.MAX_REASON
     assert '\n' not in result.reason and '"' not in result.reason
+
+
+@pytest.mark.parametrize('name, level, verdict, failing, reason, counts', EXPECTED, ids=[e[0] for e in EXPECTED])
+def test_as_check_drains_with_the_modules_reason(name, level, verdict, failing, reason, counts):
+    """The check the health check and validate.yml act on gives the module's reason through _slurm_drain."""
+    check = dcgm.as_check(dcgm.parse(read(name), level))
+    assert (check['name'], check['subject'], check['expected']) == ('dcgm', f'L{level}', 'pass')
+    assert check['status'] == {'pass': 'pass', 'warn': 'warn'}.get(verdict, 'fail')
+    assert drain.drain_reason([check]) == (reason if check['status'] == 'fail' else '')
+    assert check['message'].startswith(f'dcgmi diag -r {level}: ')
+    hang = dcgm.as_check(dcgm.hang_result(1, 45))
+    assert hang['status'] == 'fail' and drain.drain_reason([hang]) == 'llmforge: dcgm L1 hang: timed out after 45 s'
 
 
 def test_every_fixture_in_the_directory_is_covered():

@@ -107,6 +107,16 @@ def test_our_drain_for_a_check_this_run_did_not_evaluate_stays():
     assert drain.drain_action([passing()], node)['action'] == 'resume'
 
 
+def test_a_dcgm_drain_is_lifted_only_by_a_pass_at_its_own_level():
+    # The health check's level 1 passing says nothing of the level-3 failure that put the node in quarantine.
+    node = drain.parse_node('NodeName=gpu1 State=IDLE+DRAIN Reason=llmforge: dcgm L3 fail: memory GPU3')
+    assert drain.drain_action([passing(), passing('dcgm', 'L1')], node)['action'] is None
+    assert drain.drain_action([passing('dcgm', 'L3')], node)['action'] == 'resume'
+    node = drain.parse_node('NodeName=gpu1 State=IDLE+DRAIN Reason=llmforge: dcgm L1 hang: timed out after 45 s')
+    assert drain.drain_action([passing(), passing('dcgm', 'L1')], node)['action'] == 'resume'
+    assert drain.drain_action([passing('dcgm', 'L3')], node)['action'] is None
+
+
 # --- the health check ---------------------------------------------------------------------------------------
 
 @pytest.fixture
