@@ -3,9 +3,10 @@
 """llmforge-nodecheck: the Slurm HealthCheckProgram of a GPU node.
 
 Runs the same checks as the gpu_topology and rdma_links modules (this collection's module_utils code, installed
-on the node by the slurm_node role) against the node's expectation file, then drains the node in Slurm with the
-same reason validate.yml uses, or resumes it when it drained it and the node is healthy again (see
-_slurm_drain.py). Standard library only, no Ansible.
+on the node by the slurm_node role) against the node's expectation file, and, when configured, DCGM's level-1
+diagnostic as the dcgm_diag module judges it (under its own limit: `dcgmi diag -r 1` takes seconds). Then it
+drains the node in Slurm with the same reason validate.yml uses, or resumes it when it drained it and the node is
+healthy again (see _slurm_drain.py). Standard library only, no Ansible.
 
 Every command and every validator runs in its own daemon thread with a deadline, so a hung nvidia-smi or a stuck
 sysfs read cannot hold the program past Slurm's 60 s limit: the check is reported as `timeout <what>` instead. A
@@ -32,6 +33,7 @@ import threading
 import time
 import typing as t
 
+from ansible_collections.llmforge.cluster.plugins.module_utils import _dcgm_diag as dcgm
 from ansible_collections.llmforge.cluster.plugins.module_utils import _files as files
 from ansible_collections.llmforge.cluster.plugins.module_utils import _gpu_topology as gpu
 from ansible_collections.llmforge.cluster.plugins.module_utils import _proc as proc
@@ -43,10 +45,14 @@ from ansible_collections.llmforge.cluster.plugins.module_utils._checks import FA
 DEFAULT_CONFIG = '/etc/llmforge/nodecheck.json'
 # The label of its metrics among the validators' (llmforge_validator_*{validator="nodecheck"}).
 VALIDATOR = 'nodecheck'
-VALIDATORS = ('gpu_topology', 'rdma_links')
+VALIDATORS = ('gpu_topology', 'rdma_links', 'dcgm')
 CONFIG_KEYS = {'node_name', 'validators', 'timeout', 'drain', 'requeue', 'scontrol', 'squeue', 'textfile_dir', 'state_file'}
 # The settings each validator takes.
-VALIDATOR_KEYS = {'gpu_topology': {'profile', 'expected', 'nvidia_smi'}, 'rdma_links': {'sysfs_root', 'expected'}}
+VALIDATOR_KEYS = {'gpu_topology': {'profile', 'expected', 'nvidia_smi'}, 'rdma_links': {'sysfs_root', 'expected'},
+                  'dcgm': {'dcgmi', 'timeout'}}
+# DCGM's level 1 (seconds) is the only diagnostic level a health check runs; its own time limit defaults to this
+# and, like `timeout`, may not exceed 50 s (Slurm kills a HealthCheckProgram after 60 s).
+DCGM_TIMEOUT = 45
 # Where a command given by its bare name is looked for (systemd's PATH order); PATH itself is never used.
 SYSTEM_DIRS = ('/usr/local/sbin', '/usr/local/bin', '/usr/sbin', '/usr/bin', '/sbin', '/bin')
 # An exception's text in a message is cut to this many characters (it may quote a whole input).
@@ -95,6 +101,13 @@ def _directory(value: t.Any, field: str) -> str:
     return text
 
 
+def _seconds(value: t.Any, field: str) -> float:
+    """A time limit within Slurm's 60 s for a HealthCheckProgram."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 50:
+        raise ConfigError(f'{field} must be a number of seconds in (0, 50], got {value!r}')
+    return value
+
+
 def resolve_command(command: str) -> str:
     """The absolute path of a command: itself when absolute, else the first executable of that name in SYSTEM_DIRS."""
     if os.path.isabs(command):
@@ -139,9 +152,7 @@ def check_config(data: t.Any) -> dict[str, t.Any]:
               'squeue': 'squeue', 'textfile_dir': '', 'state_file': ''}
     config.update(data)
     _string(config['node_name'], 'node_name')
-    timeout = config['timeout']
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 50:
-        raise ConfigError(f'timeout must be a number of seconds in (0, 50], got {timeout!r}')
+    _seconds(config['timeout'], 'timeout')
     validators = config['validators']
     if not isinstance(validators, dict) or set(validators) - set(VALIDATORS):
         raise ConfigError(f'validators must be an object with keys among {", ".join(VALIDATORS)}')
@@ -163,6 +174,10 @@ def check_config(data: t.Any) -> dict[str, t.Any]:
         elif settings.get('nvidia_smi') not in (None, ''):
             raise ConfigError(f'validators.gpu_topology.nvidia_smi must be a command name or an absolute path, '
                               f'got {_type_name(settings["nvidia_smi"])}')
+    if 'dcgm' in validators:
+        settings = validators['dcgm']
+        _command(settings.get('dcgmi', 'dcgmi'), 'validators.dcgm.dcgmi')
+        settings['timeout'] = _seconds(settings.get('timeout', DCGM_TIMEOUT), 'validators.dcgm.timeout')
     if 'rdma_links' in validators and validators['rdma_links'].get('sysfs_root') is not None:
         _directory(validators['rdma_links']['sysfs_root'], 'validators.rdma_links.sysfs_root')
     try:
@@ -240,7 +255,8 @@ def run_validators(config: dict[str, t.Any]) -> list[dict[str, t.Any]]:
     """The checks of every configured validator; a validator that cannot run gives one failing check."""
     timeout = float(config['timeout'])
     validators = config['validators']
-    tasks: dict[str, Task] = {}
+    # Each task with its own time limit; all run at once, so the check takes as long as the slowest.
+    tasks: dict[str, tuple[Task, float]] = {}
     checks: list[dict[str, t.Any]] = []
     if 'gpu_topology' in validators:
         smi = validators['gpu_topology'].get('nvidia_smi') or 'nvidia-smi'
@@ -250,24 +266,39 @@ def run_validators(config: dict[str, t.Any]) -> list[dict[str, t.Any]]:
             message = f'{smi} not found: is the NVIDIA driver installed? (looked in {", ".join(SYSTEM_DIRS)})'
             checks.append(check('run', FAIL, 'nvidia-smi', None, message, message))
         else:
-            # Both nvidia-smi calls at once: the node check's time is the slower one, not their sum.
-            tasks['nvidia-smi -q -x'] = Task(lambda: gpu.run_command([smi, '-q', '-x'], timeout))
-            tasks['nvidia-smi topo -m'] = Task(lambda: gpu.run_command([smi, 'topo', '-m'], timeout))
+            tasks['nvidia-smi -q -x'] = (Task(lambda: gpu.run_command([smi, '-q', '-x'], timeout)), timeout)
+            tasks['nvidia-smi topo -m'] = (Task(lambda: gpu.run_command([smi, 'topo', '-m'], timeout)), timeout)
     if 'rdma_links' in validators:
         settings = validators['rdma_links']
         sysfs_root = settings.get('sysfs_root') or '/sys'
-        tasks[f'sysfs {sysfs_root}'] = Task(lambda: rdma.evaluate(sysfs_root, settings.get('expected') or {}))
-    # A little more than the commands' own timeout, which fires first and names the command.
-    deadline = time.monotonic() + timeout + 1.0
+        tasks[f'sysfs {sysfs_root}'] = (Task(lambda: rdma.evaluate(sysfs_root, settings.get('expected') or {})),
+                                        timeout)
+    if 'dcgm' in validators:
+        dcgmi = validators['dcgm'].get('dcgmi') or 'dcgmi'
+        dcgm_timeout = float(validators['dcgm'].get('timeout', DCGM_TIMEOUT))
+        try:
+            dcgmi = resolve_command(dcgmi)
+        except CommandNotFound:
+            message = f'{dcgmi} not found: is DCGM (datacenter-gpu-manager) installed? (looked in {", ".join(SYSTEM_DIRS)})'
+            checks.append(check('run', FAIL, 'dcgmi', None, message, message))
+        else:
+            tasks['dcgmi diag -r 1'] = (Task(lambda: dcgm.run_diag(dcgmi, 1, dcgm_timeout)), dcgm_timeout)
+    started = time.monotonic()
     outputs: dict[str, t.Any] = {}
-    for what, task in tasks.items():
+    for what, (task, limit) in tasks.items():
         # The checks name the validator (rdma_links), as before; errors name what was read.
         subject = 'rdma_links' if what.startswith('sysfs ') else what
         try:
-            outputs[what] = task.result(deadline)
-        except (TimeoutError, gpu.CommandTimeout):
-            checks.append(_timeout_check(subject, timeout, f'{subject} did not finish within {timeout:g} s'))
-        except (gpu.GpuTopologyError, rdma.RdmaLinksError, OSError) as err:
+            # A little more than the command's own time limit, which fires first and names the command.
+            outputs[what] = task.result(started + limit + 1.0)
+        except TimeoutError:
+            if what.startswith('dcgmi '):
+                checks.append(dcgm.as_check(dcgm.hang_result(1, limit)))
+            else:
+                checks.append(_timeout_check(subject, limit, f'{subject} did not finish within {limit:g} s'))
+        except gpu.CommandTimeout:
+            checks.append(_timeout_check(subject, limit, f'{subject} did not finish within {limit:g} s'))
+        except (gpu.GpuTopologyError, rdma.RdmaLinksError, dcgm.DcgmDiagError, OSError) as err:
             checks.append(check('run', FAIL, subject.split()[0], None, str(err), str(err)))
         except Exception as err:  # pylint: disable=broad-except  # any other failure is this validator's
             checks.append(error_check(what, err))
@@ -289,6 +320,8 @@ def run_validators(config: dict[str, t.Any]) -> list[dict[str, t.Any]]:
                 checks.extend(output['checks'])
             except Exception as err:  # pylint: disable=broad-except
                 checks.append(error_check(what, err))
+        elif what.startswith('dcgmi '):
+            checks.append(dcgm.as_check(output))
     # Failures first, as in the report, so the drain reason names the first failing check.
     return sorted(checks, key=lambda item: item['status'] != FAIL)
 

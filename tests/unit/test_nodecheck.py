@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -299,6 +300,96 @@ def test_driver_down_and_missing_nvidia_smi_fail_the_run_check(node, monkeypatch
     assert node.run('--no-slurm', validators=validators) == 1
 
 
+@pytest.fixture
+def dcgmi(tmp_path, monkeypatch):
+    """The dcgmi stand-in replaying tests/fixtures/dcgm; select(level, 'l1-fail' | 'hang') picks what a level says."""
+    state = tmp_path / 'dcgm-state'
+    state.mkdir()
+    monkeypatch.setenv('DCGMI_SHIM_FIXTURES', str(TESTS / 'fixtures' / 'dcgm'))
+    monkeypatch.setenv('DCGMI_SHIM_STATE', str(state))
+    monkeypatch.setenv('DCGMI_SHIM_LOG', str(tmp_path / 'dcgmi.log'))
+    program = tmp_path / 'dcgmi'
+    program.write_text(f'#!/bin/sh\nexec {sys.executable} {REPO}/molecule/resources/files/dcgmi_shim.py "$@"\n')
+    program.chmod(0o755)
+
+    class Dcgmi:
+        path = str(program)
+
+        @staticmethod
+        def select(level, line):
+            (state / f'dcgmi-diag-{level}').write_text(line + '\n')
+
+        @staticmethod
+        def calls():
+            log = tmp_path / 'dcgmi.log'
+            return log.read_text().splitlines() if log.exists() else []
+    return Dcgmi
+
+
+def with_dcgm(node, dcgmi, **settings):
+    """The node's validators plus DCGM's level 1."""
+    config = json.loads((node.root / 'nodecheck.json.in').read_text())
+    return dict(config['validators'], dcgm=dict({'dcgmi': dcgmi.path}, **settings))
+
+
+def test_dcgm_level_1_passes_beside_the_other_validators(node, dcgmi, capsys):
+    assert node.run(validators=with_dcgm(node, dcgmi)) == 0
+    assert dcgmi.calls() == ['diag -r 1 -j']
+    saved = json.loads((node.root / 'nodecheck.json').read_text())
+    dcgm_checks = [c for c in saved['checks'] if c['name'] == 'dcgm']
+    assert [(c['subject'], c['status'], c['actual']) for c in dcgm_checks] == [('L1', 'pass', 'pass: 1 test on 8 GPUs')]
+    assert 'healthy' in capsys.readouterr().out
+
+
+def test_dcgm_level_1_failure_drains_and_its_pass_resumes(node, dcgmi):
+    dcgmi.select(1, 'l1-fail')
+    assert node.run(validators=with_dcgm(node, dcgmi)) == 1
+    assert node.slurm_state()['reason'] == 'llmforge: dcgm L1 fail: software GPU3'
+    metrics = (node.root / 'textfile' / 'llmforge_nodecheck.prom').read_text()
+    assert re.search(r'^llmforge_validator_check_failed\{[^}]*check="dcgm"[^}]*subject="L1"[^}]*\} 1$', metrics, re.M), metrics
+    dcgmi.select(1, 'l1-pass')
+    assert node.run(validators=with_dcgm(node, dcgmi)) == 0
+    assert node.slurm_state()['state'] == 'IDLE'
+    # A node held for the long diagnostic (validate.yml's quarantine) is not released by the level-1 pass.
+    node.set_state('NodeName=gpu1 State=IDLE+DRAIN Reason=llmforge: dcgm L3 fail: memory GPU3 [root@now]')
+    assert node.run(validators=with_dcgm(node, dcgmi)) == 0
+    assert node.slurm_state()['reason'] == 'llmforge: dcgm L3 fail: memory GPU3'
+
+
+def test_hung_dcgmi_is_cut_at_its_own_limit_and_drains_as_a_hang(node, dcgmi):
+    dcgmi.select(1, 'hang')
+    started = time.monotonic()
+    assert node.run(validators=with_dcgm(node, dcgmi, timeout=2)) == 1
+    assert time.monotonic() - started < 6
+    assert node.slurm_state()['reason'] == 'llmforge: dcgm L1 hang: timed out after 2 s'
+
+
+def test_dcgmi_errors_fail_the_node(node, dcgmi):
+    # No host engine: dcgmi's own error, exit 235.
+    dcgmi.select(1, 'error-hostengine 235')
+    assert node.run('--no-slurm', validators=with_dcgm(node, dcgmi)) == 1
+    saved = json.loads((node.root / 'nodecheck.json').read_text())
+    assert saved['reason'] == 'llmforge: dcgm L1 error: Host engine connection invalid/disconnected (-21)'
+    validators = with_dcgm(node, dcgmi)
+    validators['dcgm']['dcgmi'] = str(node.root / 'absent')
+    assert node.run('--no-slurm', validators=validators) == 1
+    saved = json.loads((node.root / 'nodecheck.json').read_text())
+    assert saved['reason'].startswith('llmforge: run dcgmi ') and 'not found' in saved['reason']
+
+
+@pytest.mark.parametrize('settings, message', [
+    ({'timeout': 90}, 'validators.dcgm.timeout must be a number of seconds in (0, 50], got 90'),
+    ({'timeout': '10'}, 'validators.dcgm.timeout must be a number of seconds'),
+    ({'dcgmi': 'bin/dcgmi'}, 'validators.dcgm.dcgmi must be a command name'),
+    ({'level': 3}, 'validators.dcgm: unknown field(s) level'),
+])
+def test_bad_dcgm_settings_are_named(tmp_path, capsys, settings, message):
+    path = tmp_path / 'nodecheck.json'
+    path.write_text(json.dumps({'validators': {'dcgm': settings}}))
+    assert nc.main(['--config', str(path)]) == 2
+    assert message in capsys.readouterr().err
+
+
 def test_slurm_failure_is_reported_with_exit_3(node, monkeypatch, capsys):
     monkeypatch.setenv('SCONTROL_RC', '1')
     assert node.run() == 3
@@ -312,7 +403,7 @@ def test_slurm_failure_is_reported_with_exit_3(node, monkeypatch, capsys):
     ('{"nodename": "x"}', 'unknown field(s) nodename'),
     ('{"timeout": 90}', 'timeout must be a number of seconds in (0, 50]'),
     ('{"timeout": true}', 'timeout must be a number'),
-    ('{"validators": {"gpu": {}}}', 'validators must be an object with keys among gpu_topology, rdma_links'),
+    ('{"validators": {"gpu": {}}}', 'validators must be an object with keys among gpu_topology, rdma_links, dcgm'),
     ('{"validators": {"gpu_topology": {"profile": "h300"}}}', 'validators: '),
     ('{"validators": {"rdma_links": {"expected": {"hca_cnt": 8}}}}', 'validators: '),
     ('{"drain": "yes"}', 'drain must be true or false'),

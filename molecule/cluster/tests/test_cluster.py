@@ -96,38 +96,48 @@ def test_gres_conf_lists_explicit_devices_without_a_driver(ctl):
     assert re.search(rf'^NodeName={re.escape(nodes)} Name=gpu Type=h200 File=/dev/nvidia\[0-7\]$', gres, re.M), gres
 
 
-def test_check_mode_on_the_converged_cluster_reports_no_change():
-    """`--check --diff` against a converged cluster must be a no-op: nothing drifts, nothing would restart."""
-    result = run_playbook('--check', '--diff')
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    recap = recaps(result)
-    # localhost runs converge.yml's check of which collection copy is used.
-    assert set(recap) == set(ALL_HOSTS) | {'localhost'}, result.stdout[-3000:]
-    assert all(counters['changed'] == 0 for counters in recap.values()), recap
+def changed_tasks(result, host):
+    """The names of the tasks a play reported changed on `host`."""
+    blocks = re.split(r'^TASK \[', result.stdout, flags=re.M)[1:]
+    return [block.split(']', 1)[0] for block in blocks if f'changed: [{host}]' in block]
 
 
-def test_rerun_restores_a_changed_file_and_a_removed_package(hosts):
-    """A re-run skips what is in place, but still finds and fixes drift: the health check's code, a package."""
-    node = hosts[NODES[-1]]
+def test_rerun_finds_drift_in_check_mode_then_restores_it_and_changes_nothing_else(hosts):
+    """The idempotence proof of the whole site, with drift to find: the health check's code and a package on one node.
+
+    `--check --diff` reports exactly those two and touches nothing; the real re-run restores both. Every other task
+    on every host reports ok in both runs, which is what a separate idempotence run would show (the scenario has none).
+    """
+    drifted = NODES[-1]
+    node = hosts[drifted]
     code = ('/usr/local/lib/llmforge/python/ansible_collections/llmforge/cluster/plugins/module_utils/'
             '_nodecheck.py')
     original = node.check_output(f'sha256sum {code}').split()[0]
     node.check_output(f"echo 'raise SystemExit(0)  # tampered' >> {code}")
+    tampered = node.check_output(f'sha256sum {code}').split()[0]
     # python3-venv: the training environment's package on every GPU node of both cluster scenarios, needed by
     # nothing else (Debian 12's scenario has no directory users, so no ldap-utils).
     node.check_output('apt-get remove -y -q python3-venv')
     assert not node.package('python3-venv').is_installed
-    result = run_playbook()
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    recap = recaps(result)
-    assert recap[NODES[-1]]['changed'] == 2, result.stdout[-5000:]
-    assert all(counters['changed'] == 0 for host, counters in recap.items() if host != NODES[-1]), recap
+    expected = {'Install the Python code of _nodecheck', 'Install python3-venv'}
+
+    for args in (('--check', '--diff'), ()):
+        result = run_playbook(*args)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        recap = recaps(result)
+        # localhost runs converge.yml's check of which collection copy is used.
+        assert set(recap) == set(ALL_HOSTS) | {'localhost'}, result.stdout[-3000:]
+        assert recap[drifted]['changed'] == 2, (args, changed_tasks(result, drifted), result.stdout[-5000:])
+        assert all(counters['changed'] == 0 for host, counters in recap.items() if host != drifted), (args, recap)
+        changed = changed_tasks(result, drifted)
+        assert all(any(name in task for task in changed) for name in expected), (args, changed)
+        if args:
+            # Check mode showed the drift and left it in place.
+            assert '# tampered' in result.stdout, result.stdout[-5000:]
+            assert node.check_output(f'sha256sum {code}').split()[0] == tampered
+            assert not node.package('python3-venv').is_installed
     assert node.check_output(f'sha256sum {code}').split()[0] == original
     assert node.package('python3-venv').is_installed
-    blocks = re.split(r'^TASK \[', result.stdout, flags=re.M)[1:]
-    changed = [block.split(']', 1)[0] for block in blocks if f'changed: [{NODES[-1]}]' in block]
-    assert any('Install the Python code of _nodecheck' in task for task in changed), changed
-    assert any('Install python3-venv' in task for task in changed), changed
 
 
 @pytest.mark.parametrize('name', NODES)

@@ -26,6 +26,7 @@ def restore(hosts, ctl):
     yield
     for name in NODES:
         set_hardware(hosts[name])
+        hosts[name].run('rm -f /etc/llmforge-sim/dcgmi-diag-1 /tmp/nodecheck-dcgm.json')
     ctl.run(f"scontrol update NodeName={','.join(NODES)} State=RESUME")
 
 
@@ -79,3 +80,36 @@ def test_a_hung_nvidia_smi_is_named_and_bounded(hosts):
     result = hosts[FIRST].run(f'NVIDIA_SMI_SHIM_HANG=1 {PROGRAM} --no-slurm --strict')
     assert result.rc == 1 and 'FAILING llmforge: timeout nvidia-smi' in result.stdout, result.stdout + result.stderr
     assert time.monotonic() - started < 20
+
+
+def test_a_dcgm_level_1_failure_drains_the_node_and_its_next_pass_resumes_it(hosts, ctl, restore):
+    """The demo inventory adds DCGM's level 1 (a dcgmi stand-in replaying tests/fixtures/dcgm) to the health check."""
+    node = hosts[SECOND]
+    assert '"dcgm": {' in node.file('/etc/llmforge/nodecheck.json').content_string
+    node.check_output('echo l1-fail > /etc/llmforge-sim/dcgmi-diag-1')
+    result = node.run(PROGRAM)
+    assert result.rc == 0 and 'FAILING llmforge: dcgm L1 fail: software GPU3' in result.stdout, result.stdout + result.stderr
+    assert drain_reasons(ctl).get(SECOND) == 'llmforge: dcgm L1 fail: software GPU3', drain_reasons(ctl)
+    node.check_output('rm /etc/llmforge-sim/dcgmi-diag-1')
+    result = node.run(PROGRAM)
+    assert result.rc == 0 and 'resumed' in result.stdout, result.stdout + result.stderr
+    assert SECOND not in drain_reasons(ctl)
+
+
+def test_a_hung_dcgmi_is_killed_at_its_limit(hosts):
+    node = hosts[FIRST]
+    node.check_output('echo hang > /etc/llmforge-sim/dcgmi-diag-1')
+    try:
+        # The node's own expectation with a 3 s limit for dcgmi instead of 45 s.
+        node.check_output(
+            "python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); c[\"validators\"][\"dcgm\"][\"timeout\"] = 3; "
+            "json.dump(c, open(sys.argv[2], \"w\"))' /etc/llmforge/nodecheck.json /tmp/nodecheck-dcgm.json")
+        started = time.monotonic()
+        result = node.run(f'{PROGRAM} --config /tmp/nodecheck-dcgm.json --no-slurm --strict')
+        elapsed = time.monotonic() - started
+        assert result.rc == 1, result.stdout + result.stderr
+        assert 'FAILING llmforge: dcgm L1 hang: timed out after 3 s' in result.stdout, result.stdout
+        assert elapsed < 10, f'{elapsed:.1f} s'
+        assert 'dcgmi diag -r 1' not in node.check_output('ps -eo args'), 'the hung dcgmi outlived the check'
+    finally:
+        node.run('rm -f /etc/llmforge-sim/dcgmi-diag-1 /tmp/nodecheck-dcgm.json')

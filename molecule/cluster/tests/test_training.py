@@ -144,7 +144,8 @@ def test_node_failure_requeues_the_job_and_it_resumes_from_its_last_checkpoint(c
         requeued = wait_for(lambda: job_fields(ctl, job).get('Restarts') == '1', timeout=120, interval=1)
         assert requeued, job_fields(ctl, job)
         # One node is not enough for the job: once its steps are cleaned up (COMPLETING) it waits in the queue
-        # (Slurm holds a requeued job back for two minutes: Reason=BeginTime) rather than failing.
+        # rather than failing (Slurm holds a requeued job back for AuthInfo's cred_expire, 30 s in the demo
+        # inventory: Reason=BeginTime).
         waiting = wait_for(lambda: job_fields(ctl, job).get('JobState') in ('PENDING', 'REQUEUED'), timeout=120)
         assert waiting, job_fields(ctl, job)
     finally:
@@ -185,7 +186,7 @@ def test_time_limit_signal_checkpoints_requeues_and_resumes(ctl):
         summary = read_json(ctl, f'{directory}/summary-{job}-0.json')
         assert summary['exit_reason'] == 'signal' and summary['last_step'] > 0, summary
         assert checkpoints(ctl, directory) == [summary['last_step']]
-        # Slurm holds a requeued job back for two minutes (Reason=BeginTime) before it starts again.
+        # Slurm holds a requeued job back for cred_expire (30 s here, Reason=BeginTime) before it starts again.
         resumed = wait_for(lambda: f"resumed step={summary['last_step']} " in log_of(ctl, job), timeout=420, interval=3)
         assert resumed, log_of(ctl, job)[-3000:]
         assert job_fields(ctl, job).get('Restarts') == '1'
