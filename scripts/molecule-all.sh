@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs the molecule scenarios named as arguments and ends with one table of their results.
+# Runs the molecule scenarios named as arguments and ends with one table of their results (and, for a failed
+# scenario, what failed in it: scripts/molecule_failures.py).
 #
 # The cluster scenarios run the installed tarball, not the checkout: molecule would put an exported checkout path
 # first, so they run without ANSIBLE_COLLECTIONS_PATH. The role scenarios keep it (molecule's prerun installs the
@@ -61,6 +62,13 @@ while read -r name rc seconds; do
     printf '   %-20s %-14s %5d s\n' "$name" "$result" "$seconds"
 done <"$logs/results"
 if [[ $failed != 0 ]]; then
+    # Last, so that the end of the output names the failures: the failed action, tests and assertions.
+    while read -r name rc seconds; do
+        if [[ $rc != 0 ]]; then
+            echo "== $name: what failed (from $logs/$name.log)"
+            python3 scripts/molecule_failures.py "$logs/$name.log"
+        fi
+    done <"$logs/results"
     echo "make molecule: a scenario failed (its log is printed above)"
 fi
 exit "$failed"
