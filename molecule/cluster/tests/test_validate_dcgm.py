@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from conftest import CONTROLLER, FIRST, NODES, SECOND, drain_reasons, set_hardware
-from scenario_helpers import recaps, run_playbook, said, wait_for
+from conftest import FIRST, NODES, SECOND, drain_reasons, set_hardware
+from scenario_helpers import run_playbook, said, wait_for
 
 STATE = '/etc/llmforge-sim'
 RESERVATION = 'llmforge_quarantine'
@@ -118,10 +118,6 @@ def test_failing_node_is_quarantined_and_returns_once_the_long_diagnostic_passes
     report = report_of(clean)
     assert all(node['healthy'] for node in report['nodes']), report['summary']
     assert report['stages']['dcgm']['nodes'][SECOND]['quarantined'] is False
-
-    # Healthy and nothing drained: a further run changes nothing in Slurm.
-    result = validate(clean)
-    assert recaps(result)[CONTROLLER]['changed'] == 0, said(result)[-3000:]
 
 
 def test_administrators_drain_is_left_alone(clean, hosts, ctl):
