@@ -9,7 +9,8 @@ Standard library only, no Ansible import (the llmforge.cluster.dcgm_* filters ar
 2. `quarantine_plan` chooses the candidates from those results and each node's Slurm state (`scontrol show node
    <name> -o`, read by _slurm_drain.parse_node): a node whose fast tier failed (fail, error or hang) and a node
    already drained with one of our DCGM reasons (`llmforge: dcgm L1 ...` of the node health check, or an earlier
-   run's `llmforge: dcgm L3 ...`). A node drained for any other reason (an administrator's) is never a candidate.
+   run's `llmforge: dcgm L3 ...`). A node drained for any other reason (an administrator's, or another of our
+   checks: `llmforge: pcie_width ...`) is never a candidate: its drain stays as it is.
    Each candidate is drained with `llmforge: dcgm L<long> pending: L<fast> <fast detail>` and added to the
    quarantine reservation. The reason names the long level, so _slurm_drain lifts it only when a diagnostic of
    that level passes: the health check's level-1 pass cannot return the node early;
@@ -156,6 +157,11 @@ def quarantine_plan(nodes: t.Sequence[t.Mapping[str, t.Any]], fast_level: int, l
         old_level = dcgm_reason_level(old) if drained else None
         if drained and not is_ours(old):
             entry['why'] = (f'drained by someone else ({old or "no reason"}): left alone, not quarantined'
+                            + (f" (its L{fast_level} diagnostic failed: {fast['detail']})" if failed else ''))
+        elif drained and old_level is None:
+            # Drained by another of our checks (llmforge: pcie_width ...): that drain stands until its own check
+            # passes; quarantining it would replace its reason and could resume a node still failing that check.
+            entry['why'] = (f'drained for another check ({old}): left as it is, not quarantined'
                             + (f" (its L{fast_level} diagnostic failed: {fast['detail']})" if failed else ''))
         elif failed or old_level is not None:
             if failed:

@@ -96,10 +96,13 @@ def test_a_pending_node_is_not_drained_again():
     assert entry['candidate'] and not entry['drain']
 
 
-def test_other_llmforge_drains_are_not_candidates_when_the_fast_tier_passes():
-    entry, = plan_of(node('gpu2', module_result('l1-pass.json', 1),
+@pytest.mark.parametrize('fast', ['l1-pass.json', 'l1-fail.json'])
+def test_other_llmforge_drains_are_never_candidates(fast):
+    # Its reason stays: replacing it with the pending one could resume a node whose PCIe link is still degraded.
+    entry, = plan_of(node('gpu2', module_result(fast, 1, 0 if 'pass' in fast else 205),
                           scontrol('gpu2', 'IDLE+DRAIN', 'llmforge: pcie_width GPU0 8')))
-    assert not entry['candidate']
+    assert not entry['candidate'] and not entry['drain']
+    assert entry['why'].startswith('drained for another check (llmforge: pcie_width GPU0 8)')
 
 
 def test_without_slurm_the_long_diagnostic_still_runs_but_nothing_is_drained():
