@@ -510,6 +510,26 @@ def test_hot_inlet_air_fires_and_notifies_the_webhook(mon, prometheus):
         set_inlet(mon, 24)
 
 
+def test_a_full_scratch_filesystem_fires_and_notifies_the_webhook(hosts, mon, prometheus):
+    """node1's /scratch (an 8 MiB tmpfs here) filled to its last 1 %: FilesystemAlmostFull and FilesystemFull."""
+    node = hosts['node1']
+    assert node.mount_point('/scratch').exists
+    # Leave 1 % of the filesystem free: below FilesystemFull's 3 %.
+    node.check_output("python3 -c 'import os; s = os.statvfs(\"/scratch\"); "
+                      "n = s.f_bavail * s.f_frsize - s.f_blocks * s.f_frsize // 100; "
+                      "open(\"/scratch/llmforge-fill\", \"wb\").write(bytes(n))'")
+    try:
+        for alert in ('FilesystemFull', 'FilesystemAlmostFull'):
+            assert wait_for(lambda: firing(mon, prometheus, alert, 'node1'), timeout=120), \
+                (alert, query(mon, prometheus, 'llmforge:filesystem_avail:ratio'))
+        found = wait_for(lambda: notified(mon, 'FilesystemFull', 'node1'), timeout=60)
+        assert found, mon.run('cat %s', WEBHOOK_LOG).stdout[-3000:]
+        assert found[0]['labels']['mountpoint'] == '/scratch' and found[0]['labels']['severity'] == 'critical'
+        assert not firing(mon, prometheus, 'FilesystemFull', 'node2')
+    finally:
+        node.run('rm -f /scratch/llmforge-fill')
+
+
 def test_check_mode_on_the_converged_hosts_reports_no_change():
     inventory = os.path.dirname(os.environ['MOLECULE_INVENTORY_FILE'])
     playbook = os.path.join(PROJECT, 'molecule', 'monitoring', 'converge.yml')
