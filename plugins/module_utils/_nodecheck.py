@@ -251,6 +251,16 @@ def error_check(what: str, err: BaseException) -> dict[str, t.Any]:
     return check('run', FAIL, 'node', None, f'{drain.ERROR_REASON} {what}: {type(err).__name__}', message)
 
 
+def _installed(command: str, name: str, package: str, checks: list[dict[str, t.Any]]) -> str:
+    """The command's absolute path; '' and a failing `run` check of `name` when it is in none of SYSTEM_DIRS."""
+    try:
+        return resolve_command(command)
+    except CommandNotFound:
+        message = f'{command} not found: is {package} installed? (looked in {", ".join(SYSTEM_DIRS)})'
+        checks.append(check('run', FAIL, name, None, message, message))
+        return ''
+
+
 def run_validators(config: dict[str, t.Any]) -> list[dict[str, t.Any]]:
     """The checks of every configured validator; a validator that cannot run gives one failing check."""
     timeout = float(config['timeout'])
@@ -259,13 +269,9 @@ def run_validators(config: dict[str, t.Any]) -> list[dict[str, t.Any]]:
     tasks: dict[str, tuple[Task, float]] = {}
     checks: list[dict[str, t.Any]] = []
     if 'gpu_topology' in validators:
-        smi = validators['gpu_topology'].get('nvidia_smi') or 'nvidia-smi'
-        try:
-            smi = resolve_command(smi)
-        except CommandNotFound:
-            message = f'{smi} not found: is the NVIDIA driver installed? (looked in {", ".join(SYSTEM_DIRS)})'
-            checks.append(check('run', FAIL, 'nvidia-smi', None, message, message))
-        else:
+        smi = _installed(validators['gpu_topology'].get('nvidia_smi') or 'nvidia-smi', 'nvidia-smi',
+                         'the NVIDIA driver', checks)
+        if smi:
             tasks['nvidia-smi -q -x'] = (Task(lambda: gpu.run_command([smi, '-q', '-x'], timeout)), timeout)
             tasks['nvidia-smi topo -m'] = (Task(lambda: gpu.run_command([smi, 'topo', '-m'], timeout)), timeout)
     if 'rdma_links' in validators:
@@ -274,14 +280,9 @@ def run_validators(config: dict[str, t.Any]) -> list[dict[str, t.Any]]:
         tasks[f'sysfs {sysfs_root}'] = (Task(lambda: rdma.evaluate(sysfs_root, settings.get('expected') or {})),
                                         timeout)
     if 'dcgm' in validators:
-        dcgmi = validators['dcgm'].get('dcgmi') or 'dcgmi'
         dcgm_timeout = float(validators['dcgm'].get('timeout', DCGM_TIMEOUT))
-        try:
-            dcgmi = resolve_command(dcgmi)
-        except CommandNotFound:
-            message = f'{dcgmi} not found: is DCGM (datacenter-gpu-manager) installed? (looked in {", ".join(SYSTEM_DIRS)})'
-            checks.append(check('run', FAIL, 'dcgmi', None, message, message))
-        else:
+        dcgmi = _installed(validators['dcgm'].get('dcgmi') or 'dcgmi', 'dcgmi', 'DCGM (datacenter-gpu-manager)', checks)
+        if dcgmi:
             tasks['dcgmi diag -r 1'] = (Task(lambda: dcgm.run_diag(dcgmi, 1, dcgm_timeout)), dcgm_timeout)
     started = time.monotonic()
     outputs: dict[str, t.Any] = {}
