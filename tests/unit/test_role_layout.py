@@ -82,3 +82,21 @@ def test_per_os_task_files_are_named_after_the_package_manager():
 def test_the_scaffold_refuses_to_run_on_its_own():
     tasks = yaml.safe_load((ROLES_DIR / SCAFFOLD / 'tasks' / 'main.yml').read_text(encoding='utf-8'))
     assert [next(key for key in task if key != 'name') for task in tasks] == ['ansible.builtin.fail']
+
+
+SET_FILTERS = re.compile(r'\|\s*(intersect|difference|union|symmetric_difference)\(')
+
+
+def test_no_ordered_list_is_built_through_a_set_filter():
+    """Ansible's intersect, difference, union and symmetric_difference go through a Python set: their order changes
+    from run to run (string hashing is randomised per process), so a node list built with them prints, loops and
+    renders in a different order each time. Only a `| length` of their result is allowed; select/reject('in', ...)
+    keep the order."""
+    found = []
+    for path in sorted([*REPO.glob('roles/*/tasks/*.yml'), *REPO.glob('roles/*/vars/*.yml'),
+                        *REPO.glob('roles/*/defaults/*.yml'), *REPO.glob('roles/*/templates/*.j2'),
+                        *REPO.glob('playbooks/*.yml')]):
+        for number, line in enumerate(path.read_text(encoding='utf-8').splitlines(), 1):
+            if SET_FILTERS.search(line) and not re.search(r'\|\s*length\s*(==|>|<|!=)', line):
+                found.append(f'{path.relative_to(REPO)}:{number}: {line.strip()}')
+    assert not found, found
