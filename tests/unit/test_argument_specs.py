@@ -155,7 +155,7 @@ ROLE_CASES = [
     RoleCase(
         name='validate',
         entry_points=frozenset({'main', 'hardware', 'nccl', 'training', 'report', 'slurm', 'fabric_round', 'storage',
-                                  'dcgm'}),
+                                'dcgm'}),
         # Each stage's entry point documents its own options: together they hold every default.
         full_entry_point=None,
         readme_mentions=frozenset({'llmforge.cluster.validate', 'playbooks/validate.yml', 'playbooks/validate_fabric.yml',
