@@ -2,18 +2,25 @@
 # Runs the molecule scenarios named as arguments and ends with one table of their results (and, for a failed
 # scenario, what failed in it: scripts/molecule_failures.py).
 #
+# Three streams run at once: `cluster` (the longest, its output on the terminal), `cluster_debian12`, and the
+# single-role scenarios one after another; the last two write to their logs only and print a line as each scenario
+# starts and ends. The streams spend most of their time waiting on containers, package installs, services and
+# Slurm rather than on the CPU, so together they take little longer than `cluster` alone. MOLECULE_STREAMS=1 runs
+# every scenario one after another instead (for a loaded machine).
+#
 # The cluster scenarios run the installed tarball, not the checkout: molecule would put an exported checkout path
-# first, so they run without ANSIBLE_COLLECTIONS_PATH. The role scenarios keep it (molecule's prerun installs the
-# checkout through it). Each scenario's molecule.yml is merged over .config/molecule/config.yml, named here so
-# that a copy of the repository without .git (where molecule would not look for it) runs the same. `cluster` runs
-# alone; `cluster_debian12` runs beside the single-role scenarios (those wait on package downloads and services more
-# than on the CPU) with its output in its log only. Every scenario runs; the script exits 1 if any failed, after
-# printing the end of each failed scenario's log and the table.
+# first, so they run without ANSIBLE_COLLECTIONS_PATH. The role scenarios keep it: it points at collections/, where
+# the checkout is the collection (molecule's prerun, which would install it into a cache the scenarios share, is
+# off in .config/molecule/config.yml). Each scenario's molecule.yml is merged over .config/molecule/config.yml,
+# named here so that a copy of the repository without .git (where molecule would not look for it) runs the same.
+# Every scenario runs; the script exits 1 if any failed, after printing the end of each failed scenario's log and
+# the table.
 set -u
 cd "$(dirname "$0")/.." || exit 2
 logs=build/molecule
 mkdir -p "$logs"
 : >"$logs/results"
+streams=${MOLECULE_STREAMS:-3}
 
 # run_scenario NAME [quiet]: molecule test NAME, its output in $logs/NAME.log (and on the terminal unless quiet).
 run_scenario() {
@@ -22,8 +29,10 @@ run_scenario() {
     [[ $name == cluster* ]] && env_cmd=(env -u ANSIBLE_COLLECTIONS_PATH)
     start=$(date +%s)
     if [[ -n $quiet ]]; then
+        echo "== $(date +%T) molecule test --scenario-name $name started; its log: $log"
         "${env_cmd[@]}" molecule --base-config .config/molecule/config.yml test --scenario-name "$name" >"$log" 2>&1
         rc=$?
+        echo "== $(date +%T) molecule test --scenario-name $name ended: rc $rc in $(($(date +%s) - start)) s"
     else
         "${env_cmd[@]}" molecule --base-config .config/molecule/config.yml test --scenario-name "$name" 2>&1 | tee "$log"
         rc=${PIPESTATUS[0]}
@@ -32,21 +41,45 @@ run_scenario() {
     return "$rc"
 }
 
-background=
+# run_each [quiet] NAME...: the scenarios one after another, all of them whatever their results.
+run_each() {
+    local quiet=$1 name
+    shift
+    for name in "$@"; do
+        run_scenario "$name" "$quiet"
+    done
+    return 0
+}
+
+cluster=() debian12=() roles=()
 for name in "$@"; do
-    [[ $name == cluster ]] && run_scenario cluster
+    case $name in
+        cluster) cluster=(cluster) ;;
+        cluster_debian12) debian12=(cluster_debian12) ;;
+        *) roles+=("$name") ;;
+    esac
 done
-for name in "$@"; do
-    if [[ $name == cluster_debian12 ]]; then
-        echo "== molecule test --scenario-name cluster_debian12 runs in the background; its log: $logs/cluster_debian12.log"
-        run_scenario cluster_debian12 quiet &
-        background=$!
+
+if [[ $streams == 1 ]]; then
+    run_each '' "${cluster[@]}" "${debian12[@]}" "${roles[@]}"
+else
+    pids=()
+    if ((${#debian12[@]})); then
+        run_each quiet "${debian12[@]}" &
+        pids+=($!)
     fi
-done
-for name in "$@"; do
-    [[ $name == cluster* ]] || run_scenario "$name"
-done
-[[ -n $background ]] && wait "$background"
+    if ((${#roles[@]})); then
+        # Without `cluster` on the terminal, the role scenarios take its place there.
+        if ((${#cluster[@]})); then
+            run_each quiet "${roles[@]}" &
+            pids+=($!)
+        else
+            run_each '' "${roles[@]}"
+        fi
+    fi
+    run_each '' "${cluster[@]}"
+    ((${#pids[@]})) && wait "${pids[@]}"
+fi
 
 failed=0
 while read -r name rc seconds; do

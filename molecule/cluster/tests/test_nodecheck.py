@@ -45,7 +45,8 @@ def test_healthy_node_passes_quickly_and_writes_metrics(hosts, name):
     elapsed = time.monotonic() - started
     assert result.rc == 0, result.stdout + result.stderr
     assert re.match(rf'llmforge-nodecheck {name}: healthy \(\d+ pass, 0 fail, ', result.stdout), result.stdout
-    assert elapsed < 5, f'{elapsed:.1f} s'
+    # Slurm allows a health check 60 s; a healthy node's takes about 1 s alone (bounds leave room for a loaded host).
+    assert elapsed < 10, f'{elapsed:.1f} s'
     metrics = node.file('/var/lib/node_exporter/textfile/llmforge_nodecheck.prom')
     assert metrics.mode == 0o644 and 'llmforge_validator_healthy{validator="nodecheck"} 1\n' in metrics.content_string
     expectation = node.file('/etc/llmforge/nodecheck.json')
@@ -109,7 +110,7 @@ def test_a_hung_dcgmi_is_killed_at_its_limit(hosts):
         elapsed = time.monotonic() - started
         assert result.rc == 1, result.stdout + result.stderr
         assert 'FAILING llmforge: dcgm L1 hang: timed out after 3 s' in result.stdout, result.stdout
-        assert elapsed < 10, f'{elapsed:.1f} s'
+        assert elapsed < 15, f'{elapsed:.1f} s'
         assert 'dcgmi diag -r 1' not in node.check_output('ps -eo args'), 'the hung dcgmi outlived the check'
     finally:
         node.run('rm -f /etc/llmforge-sim/dcgmi-diag-1 /tmp/nodecheck-dcgm.json')
