@@ -36,7 +36,8 @@ from ansible_collections.llmforge.cluster.plugins.module_utils._checks import FA
 
 UNHEALTHY = (dcgm.FAIL, dcgm.ERROR, dcgm.HANG)
 # Our DCGM drain reasons, any level: `llmforge: dcgm L1 fail: ...`, `llmforge: dcgm L3 pending: ...`.
-_DCGM_REASON = re.compile(r'^' + re.escape(drain.REASON_PREFIX) + r'\s*dcgm L([1-4])\s+(.*)$')
+# What drain.reason_check names for a DCGM reason: `dcgm L3`.
+_DCGM_LEVEL = re.compile(r'dcgm L([1-4])')
 _RESERVATION_NODES = re.compile(r'(?:^|\s)Nodes=(\S*)')
 
 DCGM_HEALTHY = 'llmforge_dcgm_diag_healthy'
@@ -111,12 +112,12 @@ def summary_status(result: t.Mapping[str, t.Any]) -> str:
 
 def dcgm_reason_level(reason: str) -> t.Optional[int]:
     """The level a reason of ours names (`llmforge: dcgm L1 fail: ...` -> 1); None for any other reason."""
-    match = _DCGM_REASON.match(reason or '')
+    match = _DCGM_LEVEL.fullmatch(drain.reason_check(reason) or '')
     return int(match.group(1)) if match else None
 
 
 def is_ours(reason: str) -> bool:
-    return str(reason or '').startswith(drain.REASON_PREFIX)
+    return drain.reason_check(reason) is not None
 
 
 def pending_reason(long_level: int, detail: str, prefix: str = drain.REASON_PREFIX) -> str:

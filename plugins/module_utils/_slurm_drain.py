@@ -95,8 +95,10 @@ def parse_node(text: str) -> dict[str, t.Any]:
     }
 
 
-def _reason_check(reason: str) -> t.Optional[str]:
-    """The check named by one of our reasons; None when the reason is not ours."""
+def reason_check(reason: str) -> t.Optional[str]:
+    """The check named by one of our reasons (`pcie_width`; `dcgm L3` for LEVELED_CHECKS); None when the reason is not
+    ours (an administrator's, or none)."""
+    reason = str(reason or '')
     if not reason.startswith(REASON_PREFIX):
         return None
     words = reason[len(REASON_PREFIX):].split()
@@ -130,7 +132,7 @@ def drain_action(checks: t.Sequence[t.Mapping[str, t.Any]], node: t.Mapping[str,
         return {'action': 'drain', 'reason': reason, 'why': 'failing'}
     if not drained:
         return {'action': None, 'reason': '', 'why': 'healthy'}
-    named = _reason_check(old)
+    named = reason_check(old)
     if named is None:
         return {'action': None, 'reason': '', 'why': f'healthy, drained by someone else ({old or "no reason"}): left alone'}
     if named not in _evaluated(checks):
