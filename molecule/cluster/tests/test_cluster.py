@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -120,8 +121,11 @@ def test_rerun_finds_drift_in_check_mode_then_restores_it_and_changes_nothing_el
     node.check_output('apt-get remove -y -q python3-venv')
     assert not node.package('python3-venv').is_installed
     expected = {'Install the Python code of _nodecheck', 'Install python3-venv'}
+    # Check mode runs the same tasks on every OS: molecule/cluster_debian12 keeps only the real re-run (the longest
+    # test there) with LLMFORGE_CHECK_MODE_RUN=0.
+    runs = [('--check', '--diff'), ()] if os.environ.get('LLMFORGE_CHECK_MODE_RUN', '1') != '0' else [()]
 
-    for args in (('--check', '--diff'), ()):
+    for args in runs:
         result = run_playbook(*args)
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
         recap = recaps(result)
