@@ -82,3 +82,41 @@ def write(changes: t.Iterable[t.Mapping[str, t.Any]], mode: int) -> None:
             write_atomic(change['path'], change['after'], mode)
         except OSError as err:
             raise FileTreeError(f"{change['path']} cannot be written: {err.strerror or err}") from None
+
+
+def check_absolute(path: t.Any, field: str) -> str:
+    """An absolute POSIX path without `.` or `..` parts (a file of config_files), normalised; `field` names it."""
+    if not isinstance(path, str) or not path.startswith('/') or path.endswith('/'):
+        raise FileTreeError(f'{field}: {path!r} must be the absolute path of a file')
+    if any(part in ('.', '..') for part in path.split('/')):
+        raise FileTreeError(f"{field}: '{path}' must not contain '.' or '..' parts")
+    return posixpath.normpath(path)
+
+
+def plan_files(files: t.Sequence[t.Mapping[str, t.Any]]) -> list[dict[str, t.Any]]:
+    """[{path, before, after}] for each of `files` ({path, content}: absolute paths) whose content differs, in order.
+
+    A path listed twice is refused: which content wins would depend on the order of the list."""
+    changes, seen = [], set()
+    for index, entry in enumerate(files):
+        path = check_absolute(entry.get('path'), f'files[{index}].path')
+        if path in seen:
+            raise FileTreeError(f"files[{index}].path: '{path}' is listed twice")
+        seen.add(path)
+        content = entry.get('content')
+        if not isinstance(content, str):
+            raise FileTreeError(f"files[{index}].content of '{path}' must be text, got {type(content).__name__}")
+        before = read_text(path)
+        if before != content:
+            changes.append({'path': path, 'relative': path, 'before': before, 'after': content})
+    return changes
+
+
+def missing_directories(path: str) -> list[str]:
+    """The directories above `path` that do not exist yet, parents first."""
+    missing = []
+    parent = posixpath.dirname(path)
+    while parent not in ('', '/') and not os.path.isdir(parent):
+        missing.append(parent)
+        parent = posixpath.dirname(parent)
+    return missing[::-1]

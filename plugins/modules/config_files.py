@@ -1,0 +1,167 @@
+#!/usr/bin/python
+# Copyright: (c) 2026, llmforge.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: config_files
+short_description: Write a role's configuration files, anywhere on the host, in one step
+version_added: "0.1.0"
+description:
+  - Makes each file of O(files) hold its text with its owner, group and mode, and rewrites only the files whose
+    content differs, each through a temporary file and a rename (a reader never sees half a file).
+  - One task for a role's configuration files instead of one template task per file; every task costs a round trip
+    to every host, which dominates a re-run on hundreds of hosts. Render the content on the control host
+    (C(lookup('ansible.builtin.template', ...))).
+  - RV(changed_files) lists the files whose content, owner, group or mode was (or in check mode would be) changed,
+    so that handlers can act on the files that concern them.
+  - Not for secrets (its diff shows the content) nor for files that need a C(validate) command before they are
+    put in place; use M(ansible.builtin.copy) or M(ansible.builtin.template) for those.
+options:
+  files:
+    description: The files, in the order they are written.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      path:
+        description: Absolute path of the file.
+        type: path
+        required: true
+      content:
+        description: The file's text (UTF-8).
+        type: str
+        required: true
+      owner:
+        description: Owner of the file (and of the directories created for it); unchanged when omitted.
+        type: str
+      group:
+        description: Group of the file (and of the directories created for it); unchanged when omitted.
+        type: str
+      mode:
+        description: Mode of the file, as a quoted octal string such as V('0644').
+        type: raw
+        default: '0644'
+      directory_mode:
+        description:
+          - Create the missing directories above the file with this mode (a quoted octal string).
+          - When omitted, a missing directory fails the task, naming the file.
+        type: raw
+notes:
+  - Check mode and diff mode are supported; the diff shows each changed file.
+author:
+  - llmforge.cluster maintainers (@llmforge)
+"""
+
+EXAMPLES = r"""
+- name: Write slurmd's configuration
+  llmforge.cluster.config_files:
+    files:
+      - path: /etc/default/slurmd
+        content: "{{ lookup('ansible.builtin.template', 'slurmd.default.j2') }}"
+      - path: /etc/systemd/system/slurmd.service.d/llmforge.conf
+        content: "{{ lookup('ansible.builtin.template', 'slurmd-restart.conf.j2') }}"
+        directory_mode: "0755"
+  register: __example_files
+  notify: Restart slurmd
+
+# The handler restarts slurmd only when one of its files changed:
+#   - name: Restart slurmd
+#     ansible.builtin.systemd_service: {name: slurmd, state: restarted, daemon_reload: true}
+#     when: __example_files.changed_files | length > 0
+"""
+
+RETURN = r"""
+changed_files:
+  description: Files whose content, owner, group or mode was (or in check mode would be) changed, in O(files) order.
+  returned: always
+  type: list
+  elements: str
+  sample: [/etc/default/slurmd]
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llmforge.cluster.plugins.module_utils import _file_tree
+from ansible_collections.llmforge.cluster.plugins.module_utils._module_errors import last_resort
+
+
+def _octal(module: AnsibleModule, value, field: str) -> int:
+    try:
+        return int(str(value), 8)
+    except ValueError:
+        module.fail_json(msg=f"{field}: {value!r} is not an octal mode such as '0644'", changed=False, changed_files=[])
+        raise
+
+
+def _settle(module: AnsibleModule, path: str, owner, group, mode: int) -> bool:
+    """Give `path` the owner, group and mode asked for; whether that changed (or in check mode would change) it."""
+    attributes = module.load_file_common_arguments({'owner': owner, 'group': group, 'mode': mode}, path=path)
+    return module.set_fs_attributes_if_different(attributes, False)
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            'files': {'type': 'list', 'elements': 'dict', 'required': True, 'options': {
+                'path': {'type': 'path', 'required': True},
+                'content': {'type': 'str', 'required': True},
+                'owner': {'type': 'str'},
+                'group': {'type': 'str'},
+                'mode': {'type': 'raw', 'default': '0644'},
+                'directory_mode': {'type': 'raw'},
+            }},
+        },
+        supports_check_mode=True,
+    )
+    files = module.params['files']
+    result = {'changed': False, 'changed_files': []}
+    modes = [_octal(module, entry['mode'], f'files[{index}].mode') for index, entry in enumerate(files)]
+    directory_modes = [None if entry['directory_mode'] is None
+                       else _octal(module, entry['directory_mode'], f'files[{index}].directory_mode')
+                       for index, entry in enumerate(files)]
+    with last_resort(module.fail_json, what='files', **result):
+        try:
+            changes = {change['path']: change for change in _file_tree.plan_files(files)}
+        except _file_tree.FileTreeError as err:
+            module.fail_json(msg=str(err), **result)
+        # Every file's directories are checked before anything is written: a missing one fails the task as a whole.
+        missing = {}
+        for index, entry in enumerate(files):
+            missing[index] = _file_tree.missing_directories(os.path.normpath(entry['path']))
+            if missing[index] and directory_modes[index] is None:
+                module.fail_json(msg=f"files[{index}].path: the directory {missing[index][0]} of {entry['path']} does not "
+                                     'exist (set directory_mode to create it)', **result)
+        changed = []
+        for index, entry in enumerate(files):
+            path = os.path.normpath(entry['path'])
+            touched = path in changes
+            for directory in missing[index]:
+                touched = True
+                if not module.check_mode and not os.path.isdir(directory):
+                    os.mkdir(directory, directory_modes[index])
+                    _settle(module, directory, entry['owner'], entry['group'], directory_modes[index])
+            if path in changes and not module.check_mode:
+                try:
+                    _file_tree.write([changes[path]], modes[index])
+                except _file_tree.FileTreeError as err:
+                    module.fail_json(msg=str(err), **dict(result, changed=bool(changed), changed_files=changed))
+            if os.path.exists(path):
+                touched = _settle(module, path, entry['owner'], entry['group'], modes[index]) or touched
+            if touched:
+                changed.append(path)
+        result['changed_files'] = changed
+        result['changed'] = bool(changed)
+        if module._diff:
+            result['diff'] = [{'before_header': change['path'], 'after_header': change['path'],
+                               'before': change['before'] or '', 'after': change['after']}
+                              for change in changes.values()]
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()

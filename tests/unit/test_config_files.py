@@ -1,0 +1,107 @@
+# Copyright: (c) 2026, llmforge.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""config_files: a role's files anywhere on the host in one step; only what differs, check and diff mode, what
+changed named for handlers, bad input refused before anything is written."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ansible_collections.llmforge.cluster.plugins.module_utils import _file_tree
+from module_runner import run_module
+
+
+def files_in(tmp_path):
+    return [
+        {'path': str(tmp_path / 'etc' / 'a.conf'), 'content': 'a = 1\n'},
+        {'path': str(tmp_path / 'etc' / 'secret.d' / 'b.conf'), 'content': 'b = é\n', 'mode': '0600',
+         'directory_mode': '0750'},
+    ]
+
+
+def mode_of(path) -> str:
+    return oct(os.stat(path).st_mode & 0o777)
+
+
+def test_first_run_writes_every_file_the_second_changes_nothing(tmp_path):
+    (tmp_path / 'etc').mkdir()
+    files = files_in(tmp_path)
+    result = run_module('config_files', {'files': files})
+    assert result['changed'] is True, result
+    assert result['changed_files'] == [files[0]['path'], files[1]['path']]
+    assert (tmp_path / 'etc' / 'a.conf').read_text(encoding='utf-8') == 'a = 1\n'
+    assert (tmp_path / 'etc' / 'secret.d' / 'b.conf').read_text(encoding='utf-8') == 'b = é\n'
+    assert mode_of(tmp_path / 'etc' / 'a.conf') == '0o644'
+    assert mode_of(tmp_path / 'etc' / 'secret.d' / 'b.conf') == '0o600'
+    assert mode_of(tmp_path / 'etc' / 'secret.d') == '0o750'
+    again = run_module('config_files', {'files': files})
+    assert again['changed'] is False and again['changed_files'] == []
+
+
+def test_check_mode_names_the_drift_and_leaves_it_the_real_run_restores_only_that(tmp_path):
+    (tmp_path / 'etc').mkdir()
+    files = files_in(tmp_path)
+    run_module('config_files', {'files': files})
+    (tmp_path / 'etc' / 'a.conf').write_text('tampered\n', encoding='utf-8')
+    os.chmod(tmp_path / 'etc' / 'secret.d' / 'b.conf', 0o644)
+    check = run_module('config_files', {'files': files}, check=True)
+    assert check['changed'] is True and check['changed_files'] == [files[0]['path'], files[1]['path']]
+    assert (tmp_path / 'etc' / 'a.conf').read_text(encoding='utf-8') == 'tampered\n'
+    assert mode_of(tmp_path / 'etc' / 'secret.d' / 'b.conf') == '0o644'
+    result = run_module('config_files', {'files': files})
+    assert result['changed_files'] == [files[0]['path'], files[1]['path']]
+    assert (tmp_path / 'etc' / 'a.conf').read_text(encoding='utf-8') == 'a = 1\n'
+    assert mode_of(tmp_path / 'etc' / 'secret.d' / 'b.conf') == '0o600'
+
+
+def test_diff_shows_each_changed_file(tmp_path):
+    (tmp_path / 'etc').mkdir()
+    (tmp_path / 'etc' / 'a.conf').write_text('a = 0\n', encoding='utf-8')
+    files = files_in(tmp_path)[:1]
+    result = run_module('config_files', {'files': files}, env={'ANSIBLE_DIFF_ALWAYS': '1'})
+    assert result['diff'] == [{'before_header': files[0]['path'], 'after_header': files[0]['path'],
+                               'before': 'a = 0\n', 'after': 'a = 1\n'}]
+
+
+def test_check_mode_on_a_bare_host_writes_nothing(tmp_path):
+    (tmp_path / 'etc').mkdir()
+    files = files_in(tmp_path)
+    result = run_module('config_files', {'files': files}, check=True)
+    assert result['changed_files'] == [files[0]['path'], files[1]['path']]
+    assert not (tmp_path / 'etc' / 'a.conf').exists() and not (tmp_path / 'etc' / 'secret.d').exists()
+
+
+def test_a_missing_directory_without_directory_mode_fails_before_anything_is_written(tmp_path):
+    (tmp_path / 'etc').mkdir()
+    files = files_in(tmp_path)
+    files[1] = dict(files[1], directory_mode=None)
+    files[1].pop('directory_mode')
+    result = run_module('config_files', {'files': files})
+    assert result['failed'] is True
+    assert result['msg'] == (f"files[1].path: the directory {tmp_path}/etc/secret.d of {files[1]['path']} does not exist "
+                             '(set directory_mode to create it)')
+    assert not (tmp_path / 'etc' / 'a.conf').exists()
+
+
+@pytest.mark.parametrize('entry, message', [
+    ({'path': 'etc/a.conf', 'content': ''}, "files[0].path: 'etc/a.conf' must be the absolute path of a file"),
+    ({'path': '/etc/../a.conf', 'content': ''}, "files[0].path: '/etc/../a.conf' must not contain '.' or '..' parts"),
+])
+def test_bad_paths_are_refused_by_field(entry, message):
+    with pytest.raises(_file_tree.FileTreeError, match=r'^' + message.replace('.', r'\.').replace('[', r'\[')
+                       .replace(']', r'\]').replace('(', r'\(').replace(')', r'\)') + '$'):
+        _file_tree.plan_files([entry])
+
+
+def test_a_path_listed_twice_is_refused(tmp_path):
+    entry = {'path': str(tmp_path / 'a.conf'), 'content': 'x\n'}
+    with pytest.raises(_file_tree.FileTreeError, match=r'files\[1\]\.path: .* is listed twice'):
+        _file_tree.plan_files([entry, entry])
+
+
+def test_a_bad_mode_names_its_field(tmp_path):
+    result = run_module('config_files', {'files': [{'path': str(tmp_path / 'a'), 'content': '', 'mode': 'rw'}]})
+    assert result['failed'] is True and result['msg'] == "files[0].mode: 'rw' is not an octal mode such as '0644'"
+    assert not (tmp_path / 'a').exists()
