@@ -84,10 +84,11 @@ def write(changes: t.Iterable[t.Mapping[str, t.Any]], mode: int) -> None:
             raise FileTreeError(f"{change['path']} cannot be written: {err.strerror or err}") from None
 
 
-def check_absolute(path: t.Any, field: str) -> str:
-    """An absolute POSIX path without `.` or `..` parts (a file of config_files), normalised; `field` names it."""
+def check_absolute(path: t.Any, field: str, kind: str = 'file') -> str:
+    """An absolute POSIX path without `.` or `..` parts (a file or directory of config_files), normalised; `field`
+    names it in the error."""
     if not isinstance(path, str) or not path.startswith('/') or path.endswith('/'):
-        raise FileTreeError(f'{field}: {path!r} must be the absolute path of a file')
+        raise FileTreeError(f'{field}: {path!r} must be the absolute path of a {kind}')
     if any(part in ('.', '..') for part in path.split('/')):
         raise FileTreeError(f"{field}: '{path}' must not contain '.' or '..' parts")
     return posixpath.normpath(path)

@@ -15,16 +15,38 @@ description:
   - One task for a role's configuration files instead of one template task per file; every task costs a round trip
     to every host, which dominates a re-run on hundreds of hosts. Render the content on the control host
     (C(lookup('ansible.builtin.template', ...))).
-  - RV(changed_files) lists the files whose content, owner, group or mode was (or in check mode would be) changed,
-    so that handlers can act on the files that concern them.
+  - RV(changed_files) lists the files (and directories) whose content, owner, group or mode was (or in check mode
+    would be) changed, so that handlers can act on the files that concern them.
   - Not for secrets (its diff shows the content) nor for files that need a C(validate) command before they are
     put in place; use M(ansible.builtin.copy) or M(ansible.builtin.template) for those.
 options:
+  directories:
+    description:
+      - Directories to create when missing (with their missing parents) and give their owner, group and mode, before
+        any file is written.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path:
+        description: Absolute path of the directory.
+        type: path
+        required: true
+      owner:
+        description: Owner of the directory (and of the parents created for it); unchanged when omitted.
+        type: str
+      group:
+        description: Group of the directory (and of the parents created for it); unchanged when omitted.
+        type: str
+      mode:
+        description: Mode of the directory, as a quoted octal string such as V('0755').
+        type: raw
+        default: '0755'
   files:
     description: The files, in the order they are written.
     type: list
     elements: dict
-    required: true
+    default: []
     suboptions:
       path:
         description: Absolute path of the file.
@@ -75,7 +97,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 changed_files:
-  description: Files whose content, owner, group or mode was (or in check mode would be) changed, in O(files) order.
+  description:
+    - Directories, then files, whose content, owner, group or mode was (or in check mode would be) changed, in the
+      order of O(directories) and O(files).
   returned: always
   type: list
   elements: str
@@ -107,7 +131,13 @@ def _settle(module: AnsibleModule, path: str, owner, group, mode: int) -> bool:
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
-            'files': {'type': 'list', 'elements': 'dict', 'required': True, 'options': {
+            'directories': {'type': 'list', 'elements': 'dict', 'default': [], 'options': {
+                'path': {'type': 'path', 'required': True},
+                'owner': {'type': 'str'},
+                'group': {'type': 'str'},
+                'mode': {'type': 'raw', 'default': '0755'},
+            }},
+            'files': {'type': 'list', 'elements': 'dict', 'default': [], 'options': {
                 'path': {'type': 'path', 'required': True},
                 'content': {'type': 'str', 'required': True},
                 'owner': {'type': 'str'},
@@ -119,7 +149,10 @@ def main() -> None:
         supports_check_mode=True,
     )
     files = module.params['files']
+    directories = module.params['directories']
     result = {'changed': False, 'changed_files': []}
+    directory_own_modes = [_octal(module, entry['mode'], f'directories[{index}].mode')
+                           for index, entry in enumerate(directories)]
     modes = [_octal(module, entry['mode'], f'files[{index}].mode') for index, entry in enumerate(files)]
     directory_modes = [None if entry['directory_mode'] is None
                        else _octal(module, entry['directory_mode'], f'files[{index}].directory_mode')
@@ -131,12 +164,31 @@ def main() -> None:
             module.fail_json(msg=str(err), **result)
         # Every file's directories are checked before anything is written: a missing one fails the task as a whole.
         missing = {}
+        listed = {os.path.normpath(entry['path']) for entry in directories}
         for index, entry in enumerate(files):
-            missing[index] = _file_tree.missing_directories(os.path.normpath(entry['path']))
+            missing[index] = [directory for directory in _file_tree.missing_directories(os.path.normpath(entry['path']))
+                              if directory not in listed and not any(other.startswith(directory + '/') for other in listed)]
             if missing[index] and directory_modes[index] is None:
                 module.fail_json(msg=f"files[{index}].path: the directory {missing[index][0]} of {entry['path']} does not "
                                      'exist (set directory_mode to create it)', **result)
+        try:
+            for index, entry in enumerate(directories):
+                _file_tree.check_absolute(entry['path'], f'directories[{index}].path', 'directory')
+        except _file_tree.FileTreeError as err:
+            module.fail_json(msg=str(err), **result)
         changed = []
+        for index, entry in enumerate(directories):
+            path = os.path.normpath(entry['path'])
+            touched = False
+            for directory in _file_tree.missing_directories(path) + ([path] if not os.path.isdir(path) else []):
+                touched = True
+                if not module.check_mode:
+                    os.mkdir(directory, directory_own_modes[index])
+                    _settle(module, directory, entry['owner'], entry['group'], directory_own_modes[index])
+            if os.path.isdir(path):
+                touched = _settle(module, path, entry['owner'], entry['group'], directory_own_modes[index]) or touched
+            if touched:
+                changed.append(path)
         for index, entry in enumerate(files):
             path = os.path.normpath(entry['path'])
             touched = path in changes

@@ -105,3 +105,23 @@ def test_a_bad_mode_names_its_field(tmp_path):
     result = run_module('config_files', {'files': [{'path': str(tmp_path / 'a'), 'content': '', 'mode': 'rw'}]})
     assert result['failed'] is True and result['msg'] == "files[0].mode: 'rw' is not an octal mode such as '0644'"
     assert not (tmp_path / 'a').exists()
+
+
+def test_directories_are_made_before_the_files_that_go_into_them(tmp_path):
+    state, etc = tmp_path / 'var' / 'lib' / 'x', tmp_path / 'etc' / 'x'
+    args = {'directories': [{'path': str(state), 'mode': '0700'}, {'path': str(etc)}],
+            'files': [{'path': str(etc / 'x.json'), 'content': '{}\n'}]}
+    check = run_module('config_files', args, check=True)
+    assert check['changed_files'] == [str(state), str(etc), str(etc / 'x.json')] and not state.exists()
+    result = run_module('config_files', args)
+    assert result['changed_files'] == [str(state), str(etc), str(etc / 'x.json')]
+    assert mode_of(state) == '0o700' and mode_of(etc) == '0o755' and (etc / 'x.json').read_text() == '{}\n'
+    os.chmod(state, 0o755)
+    again = run_module('config_files', args)
+    assert again['changed_files'] == [str(state)] and mode_of(state) == '0o700'
+    assert run_module('config_files', args)['changed'] is False
+
+
+def test_a_relative_directory_is_refused_by_field():
+    result = run_module('config_files', {'directories': [{'path': 'var/lib/x'}]})
+    assert result['failed'] is True and result['msg'] == "directories[0].path: 'var/lib/x' must be the absolute path of a directory"
