@@ -69,7 +69,8 @@ options:
       directory_mode:
         description:
           - Create the missing directories above the file with this mode (a quoted octal string).
-          - When omitted, a missing directory fails the task, naming the file.
+          - When omitted, a missing directory fails the task, naming the file; in check mode the file counts as one
+            to write (an earlier task, such as a package install, would have made the directory).
         type: raw
 notes:
   - Check mode and diff mode are supported; the diff shows each changed file.
@@ -168,7 +169,8 @@ def main() -> None:
         for index, entry in enumerate(files):
             missing[index] = [directory for directory in _file_tree.missing_directories(os.path.normpath(entry['path']))
                               if directory not in listed and not any(other.startswith(directory + '/') for other in listed)]
-            if missing[index] and directory_modes[index] is None:
+            # In check mode an earlier task (a package) would have made it: the file counts as one to write.
+            if missing[index] and directory_modes[index] is None and not module.check_mode:
                 module.fail_json(msg=f"files[{index}].path: the directory {missing[index][0]} of {entry['path']} does not "
                                      'exist (set directory_mode to create it)', **result)
         try:

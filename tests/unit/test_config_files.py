@@ -125,3 +125,10 @@ def test_directories_are_made_before_the_files_that_go_into_them(tmp_path):
 def test_a_relative_directory_is_refused_by_field():
     result = run_module('config_files', {'directories': [{'path': 'var/lib/x'}]})
     assert result['failed'] is True and result['msg'] == "directories[0].path: 'var/lib/x' must be the absolute path of a directory"
+
+
+def test_check_mode_counts_a_file_in_a_missing_directory_as_one_to_write(tmp_path):
+    path = str(tmp_path / 'etc' / 'sssd' / 'sssd.conf')
+    result = run_module('config_files', {'files': [{'path': path, 'content': 'x\n', 'mode': '0600'}]}, check=True)
+    assert not result.get('failed') and result['changed_files'] == [path]
+    assert not (tmp_path / 'etc').exists()
