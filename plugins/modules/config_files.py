@@ -22,8 +22,8 @@ description:
 options:
   directories:
     description:
-      - Directories to create when missing (with their missing parents) and give their owner, group and mode, before
-        any file is written.
+      - Directories to create when missing and give their owner, group and mode, before any file is written. Missing
+        parents are created with mode 0755.
     type: list
     elements: dict
     default: []
@@ -33,10 +33,10 @@ options:
         type: path
         required: true
       owner:
-        description: Owner of the directory (and of the parents created for it); unchanged when omitted.
+        description: Owner of the directory; unchanged when omitted.
         type: str
       group:
-        description: Group of the directory (and of the parents created for it); unchanged when omitted.
+        description: Group of the directory; unchanged when omitted.
         type: str
       mode:
         description: Mode of the directory, as a quoted octal string such as V('0755').
@@ -185,8 +185,12 @@ def main() -> None:
             for directory in _file_tree.missing_directories(path) + ([path] if not os.path.isdir(path) else []):
                 touched = True
                 if not module.check_mode:
-                    os.mkdir(directory, directory_own_modes[index])
-                    _settle(module, directory, entry['owner'], entry['group'], directory_own_modes[index])
+                    # Missing parents get 0755 and keep root's ownership; the listed directory its own settings.
+                    if directory == path:
+                        os.mkdir(directory, directory_own_modes[index])
+                        _settle(module, directory, entry['owner'], entry['group'], directory_own_modes[index])
+                    else:
+                        os.mkdir(directory, 0o755)
             if os.path.isdir(path):
                 touched = _settle(module, path, entry['owner'], entry['group'], directory_own_modes[index]) or touched
             if touched:

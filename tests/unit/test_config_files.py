@@ -116,6 +116,8 @@ def test_directories_are_made_before_the_files_that_go_into_them(tmp_path):
     result = run_module('config_files', args)
     assert result['changed_files'] == [str(state), str(etc), str(etc / 'x.json')]
     assert mode_of(state) == '0o700' and mode_of(etc) == '0o755' and (etc / 'x.json').read_text() == '{}\n'
+    # The parents made for the 0700 directory are 0755.
+    assert mode_of(tmp_path / 'var' / 'lib') == '0o755'
     os.chmod(state, 0o755)
     again = run_module('config_files', args)
     assert again['changed_files'] == [str(state)] and mode_of(state) == '0o700'
