@@ -42,6 +42,13 @@ options:
         description: Mode of the directory, as a quoted octal string such as V('0755').
         type: raw
         default: '0755'
+  absent:
+    description:
+      - Files to remove when present (settings that turn a file off), after the files are written. Listing a path
+        of O(files) here is refused.
+    type: list
+    elements: path
+    default: []
   files:
     description: The files, in the order they are written.
     type: list
@@ -100,7 +107,7 @@ RETURN = r"""
 changed_files:
   description:
     - Directories, then files, whose content, owner, group or mode was (or in check mode would be) changed, in the
-      order of O(directories) and O(files).
+      order of O(directories) and O(files), then the files of O(absent) that were (or would be) removed.
   returned: always
   type: list
   elements: str
@@ -138,6 +145,7 @@ def main() -> None:
                 'group': {'type': 'str'},
                 'mode': {'type': 'raw', 'default': '0755'},
             }},
+            'absent': {'type': 'list', 'elements': 'path', 'default': []},
             'files': {'type': 'list', 'elements': 'dict', 'default': [], 'options': {
                 'path': {'type': 'path', 'required': True},
                 'content': {'type': 'str', 'required': True},
@@ -176,8 +184,13 @@ def main() -> None:
         try:
             for index, entry in enumerate(directories):
                 _file_tree.check_absolute(entry['path'], f'directories[{index}].path', 'directory')
+            absent = [_file_tree.check_absolute(path, f'absent[{index}]')
+                      for index, path in enumerate(module.params['absent'])]
         except _file_tree.FileTreeError as err:
             module.fail_json(msg=str(err), **result)
+        both = [path for path in absent if path in changes or path in {os.path.normpath(e['path']) for e in files}]
+        if both:
+            module.fail_json(msg=f'absent: {both[0]} is also one of files', **result)
         changed = []
         for index, entry in enumerate(directories):
             path = os.path.normpath(entry['path'])
@@ -212,6 +225,14 @@ def main() -> None:
                 touched = _settle(module, path, entry['owner'], entry['group'], modes[index]) or touched
             if touched:
                 changed.append(path)
+        for path in absent:
+            if os.path.lexists(path):
+                if os.path.isdir(path) and not os.path.islink(path):
+                    module.fail_json(msg=f'absent: {path} is a directory, not a file',
+                                     **dict(result, changed=bool(changed), changed_files=changed))
+                changed.append(path)
+                if not module.check_mode:
+                    os.unlink(path)
         result['changed_files'] = changed
         result['changed'] = bool(changed)
         if module._diff:

@@ -134,3 +134,20 @@ def test_check_mode_counts_a_file_in_a_missing_directory_as_one_to_write(tmp_pat
     result = run_module('config_files', {'files': [{'path': path, 'content': 'x\n', 'mode': '0600'}]}, check=True)
     assert not result.get('failed') and result['changed_files'] == [path]
     assert not (tmp_path / 'etc').exists()
+
+
+def test_absent_files_are_removed_and_named(tmp_path):
+    old, kept = tmp_path / 'topology.conf', tmp_path / 'slurm.conf'
+    old.write_text('x\n')
+    args = {'files': [{'path': str(kept), 'content': 'y\n'}], 'absent': [str(old)]}
+    check = run_module('config_files', args, check=True)
+    assert check['changed_files'] == [str(kept), str(old)] and old.exists()
+    assert run_module('config_files', args)['changed_files'] == [str(kept), str(old)] and not old.exists()
+    assert run_module('config_files', args)['changed'] is False
+
+
+def test_a_path_both_written_and_absent_is_refused(tmp_path):
+    path = str(tmp_path / 'a.conf')
+    result = run_module('config_files', {'files': [{'path': path, 'content': ''}], 'absent': [path]})
+    assert result['failed'] is True and result['msg'] == f'absent: {path} is also one of files'
+    assert not (tmp_path / 'a.conf').exists()
