@@ -220,7 +220,8 @@ def main() -> None:
                 try:
                     _file_tree.write([changes[path]], modes[index])
                 except _file_tree.FileTreeError as err:
-                    module.fail_json(msg=str(err), **dict(result, changed=bool(changed), changed_files=changed))
+                    result.update(changed=bool(changed), changed_files=changed)
+                    module.fail_json(msg=str(err), **result)
             if os.path.exists(path):
                 touched = _settle(module, path, entry['owner'], entry['group'], modes[index]) or touched
             if touched:
@@ -228,8 +229,8 @@ def main() -> None:
         for path in absent:
             if os.path.lexists(path):
                 if os.path.isdir(path) and not os.path.islink(path):
-                    module.fail_json(msg=f'absent: {path} is a directory, not a file',
-                                     **dict(result, changed=bool(changed), changed_files=changed))
+                    result.update(changed=bool(changed), changed_files=changed)
+                    module.fail_json(msg=f'absent: {path} is a directory, not a file', **result)
                 changed.append(path)
                 if not module.check_mode:
                     os.unlink(path)
