@@ -2,11 +2,12 @@
 # Runs the molecule scenarios named as arguments and ends with one table of their results (and, for a failed
 # scenario, what failed in it: scripts/molecule_failures.py).
 #
-# Three streams run at once: `cluster` (the longest, its output on the terminal), `cluster_debian12`, and the
-# single-role scenarios one after another; the last two write to their logs only and print a line as each scenario
-# starts and ends. The streams spend most of their time waiting on containers, package installs, services and
-# Slurm rather than on the CPU, so together they take little longer than `cluster` alone. MOLECULE_STREAMS=1 runs
-# every scenario one after another instead (for a loaded machine).
+# `cluster` runs alone, its output on the terminal. Then `cluster_debian12` runs beside the single-role scenarios
+# (one after another, their output on the terminal), with its output in its log only. A third stream costs more than
+# it saves: the scenarios are bound by this machine's CPU (Ansible's worker processes, docker exec and the modules'
+# Python in the containers), and with cluster, cluster_debian12 and the role scenarios at once each one took 2 to
+# 2.5 times as long as alone (a site.yml re-run then ran past its 600 s limit). MOLECULE_STREAMS=1 runs every
+# scenario one after another.
 #
 # The cluster scenarios run the installed tarball, not the checkout: molecule would put an exported checkout path
 # first, so they run without ANSIBLE_COLLECTIONS_PATH. The role scenarios keep it: it points at collections/, where
@@ -20,7 +21,7 @@ cd "$(dirname "$0")/.." || exit 2
 logs=build/molecule
 mkdir -p "$logs"
 : >"$logs/results"
-streams=${MOLECULE_STREAMS:-3}
+streams=${MOLECULE_STREAMS:-2}
 
 # run_scenario NAME [quiet]: molecule test NAME, its output in $logs/NAME.log (and on the terminal unless quiet).
 run_scenario() {
@@ -63,22 +64,14 @@ done
 if [[ $streams == 1 ]]; then
     run_each '' "${cluster[@]}" "${debian12[@]}" "${roles[@]}"
 else
-    pids=()
+    run_each '' "${cluster[@]}"
+    pid=
     if ((${#debian12[@]})); then
         run_each quiet "${debian12[@]}" &
-        pids+=($!)
+        pid=$!
     fi
-    if ((${#roles[@]})); then
-        # Without `cluster` on the terminal, the role scenarios take its place there.
-        if ((${#cluster[@]})); then
-            run_each quiet "${roles[@]}" &
-            pids+=($!)
-        else
-            run_each '' "${roles[@]}"
-        fi
-    fi
-    run_each '' "${cluster[@]}"
-    ((${#pids[@]})) && wait "${pids[@]}"
+    run_each '' "${roles[@]}"
+    [[ -n $pid ]] && wait "$pid"
 fi
 
 failed=0
