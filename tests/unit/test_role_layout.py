@@ -100,3 +100,32 @@ def test_no_ordered_list_is_built_through_a_set_filter():
             if SET_FILTERS.search(line) and not re.search(r'\|\s*length\s*(==|>|<|!=)', line):
                 found.append(f'{path.relative_to(REPO)}:{number}: {line.strip()}')
     assert not found, found
+
+
+def _strings(node):
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, dict):
+        for value in node.values():
+            yield from _strings(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _strings(value)
+
+
+def test_no_jinja_expression_relies_on_a_backslash_escape():
+    """Jinja does not turn '\\n' into a newline: only a double-quoted YAML string does, before Jinja sees it. A
+    `'\\n'` inside an expression of a plain or block scalar writes a backslash and an n (a CA file ending in `\\n`
+    that SSSD cannot read), so such an expression must take the text from a double-quoted variable instead. A regex
+    argument may hold escapes: the regex engine reads them."""
+    found = []
+    for path in sorted([*REPO.glob('roles/*/tasks/*.yml'), *REPO.glob('roles/*/handlers/*.yml'),
+                        *REPO.glob('roles/*/vars/*.yml'), *REPO.glob('roles/*/defaults/*.yml'),
+                        *REPO.glob('playbooks/*.yml')]):
+        for text in _strings(yaml.safe_load(path.read_text(encoding='utf-8'))):
+            for expression in re.findall(r'\{\{.*?\}\}', text, flags=re.S):
+                # Text joined or concatenated, not a regex (whose engine reads the escape itself).
+                if re.search(r'''~\s*(['"])[^'"]*\\[nt]|(['"])[^'"]*\\[nt][^'"]*\2\s*~|join\(\s*(['"])\\[nt]''',
+                             expression):
+                    found.append(f'{path.relative_to(REPO)}: {expression[:100]}')
+    assert not found, found
