@@ -2,8 +2,8 @@
 # Runs the molecule scenarios named as arguments and ends with one table of their results (and, for a failed
 # scenario, what failed in it: scripts/molecule_failures.py).
 #
-# `cluster` runs alone, its output on the terminal. Then `cluster_debian12` runs beside the single-role scenarios
-# (one after another, their output on the terminal), with its output in its log only. A third stream costs more than
+# `cluster` runs alone, its output on the terminal. Then `cluster_debian12` (followed by gpu_driver) runs beside the
+# other single-role scenarios (one after another, their output on the terminal), with its output in its log only. A third stream costs more than
 # it saves: the scenarios are bound by this machine's CPU (Ansible's worker processes, docker exec and the modules'
 # Python in the containers), and with cluster, cluster_debian12 and the role scenarios at once each one took 2 to
 # 2.5 times as long as alone (a site.yml re-run then ran past its 600 s limit). MOLECULE_STREAMS=1 runs every
@@ -65,12 +65,22 @@ if [[ $streams == 1 ]]; then
     run_each '' "${cluster[@]}" "${debian12[@]}" "${roles[@]}"
 else
     run_each '' "${cluster[@]}"
+    # The two lanes of the second half take about as long: cluster_debian12 and then the scenarios named in
+    # MOLECULE_AFTER_DEBIAN12 (gpu_driver by default) in one, the other role scenarios in the other.
+    after=() rest=()
+    for name in "${roles[@]}"; do
+        if ((${#debian12[@]})) && [[ " ${MOLECULE_AFTER_DEBIAN12-gpu_driver} " == *" $name "* ]]; then
+            after+=("$name")
+        else
+            rest+=("$name")
+        fi
+    done
     pid=
     if ((${#debian12[@]})); then
-        run_each quiet "${debian12[@]}" &
+        run_each quiet "${debian12[@]}" "${after[@]}" &
         pid=$!
     fi
-    run_each '' "${roles[@]}"
+    run_each '' "${rest[@]}"
     [[ -n $pid ]] && wait "$pid"
 fi
 

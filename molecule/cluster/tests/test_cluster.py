@@ -121,8 +121,9 @@ def test_rerun_finds_drift_in_check_mode_then_restores_it_and_changes_nothing_el
     node.check_output('apt-get remove -y -q python3-venv')
     assert not node.package('python3-venv').is_installed
     expected = {'Install the Python code of _nodecheck', 'Install python3-venv'}
-    # Check mode runs the same tasks on every OS: molecule/cluster_debian12 keeps only the real re-run (the longest
-    # test there) with LLMFORGE_CHECK_MODE_RUN=0.
+    # Each site run costs minutes: molecule/cluster makes the real re-run (LLMFORGE_CHECK_MODE_RUN=0), which also
+    # proves idempotence with directory users and a login node, and molecule/cluster_debian12 both (check mode runs
+    # the same tasks on every OS).
     runs = [('--check', '--diff'), ()] if os.environ.get('LLMFORGE_CHECK_MODE_RUN', '1') != '0' else [()]
 
     for args in runs:
