@@ -188,7 +188,8 @@ def main() -> None:
                       for index, path in enumerate(module.params['absent'])]
         except _file_tree.FileTreeError as err:
             module.fail_json(msg=str(err), **result)
-        both = [path for path in absent if path in changes or path in {os.path.normpath(e['path']) for e in files}]
+        written = {os.path.normpath(entry['path']) for entry in files}
+        both = [path for path in absent if path in written]
         if both:
             module.fail_json(msg=f'absent: {both[0]} is also one of files', **result)
         changed = []
