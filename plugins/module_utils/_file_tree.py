@@ -121,3 +121,19 @@ def missing_directories(path: str) -> list[str]:
         missing.append(parent)
         parent = posixpath.dirname(parent)
     return missing[::-1]
+
+
+def octal_mode(value: t.Any, field: str) -> int:
+    """A file mode given as octal text ('0644') or a number read as octal digits; `field` names it in the error."""
+    try:
+        return int(str(value), 8)
+    except ValueError:
+        raise FileTreeError(f"{field}: {value!r} is not an octal mode such as '0644'") from None
+
+
+def settle(module: t.Any, path: str, owner: t.Optional[str], group: t.Optional[str], mode: int,
+           changed: bool = False) -> bool:
+    """Give `path` the owner, group and mode asked for through an AnsibleModule's file helpers (check mode and diff
+    included); `changed`, or whether this changed (or in check mode would change) it."""
+    attributes = module.load_file_common_arguments({'owner': owner, 'group': group, 'mode': mode}, path=path)
+    return module.set_fs_attributes_if_different(attributes, changed)

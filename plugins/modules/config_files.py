@@ -122,18 +122,16 @@ from ansible_collections.llmforge.cluster.plugins.module_utils import _file_tree
 from ansible_collections.llmforge.cluster.plugins.module_utils._module_errors import last_resort
 
 
-def _octal(module: AnsibleModule, value, field: str) -> int:
-    try:
-        return int(str(value), 8)
-    except ValueError:
-        module.fail_json(msg=f"{field}: {value!r} is not an octal mode such as '0644'", changed=False, changed_files=[])
-        raise
-
-
-def _settle(module: AnsibleModule, path: str, owner, group, mode: int) -> bool:
-    """Give `path` the owner, group and mode asked for; whether that changed (or in check mode would change) it."""
-    attributes = module.load_file_common_arguments({'owner': owner, 'group': group, 'mode': mode}, path=path)
-    return module.set_fs_attributes_if_different(attributes, False)
+def _make_directories(module: AnsibleModule, directories: list[str], settings: dict[str, tuple]) -> bool:
+    """Create each of `directories` (parents first) that is missing, with its (owner, group, mode) from `settings`;
+    whether any was missing. In check mode nothing is created."""
+    missing = [directory for directory in directories if not os.path.isdir(directory)]
+    if not module.check_mode:
+        for directory in missing:
+            owner, group, mode = settings[directory]
+            os.mkdir(directory, mode)
+            _file_tree.settle(module, directory, owner, group, mode)
+    return bool(missing)
 
 
 def main() -> None:
@@ -160,14 +158,14 @@ def main() -> None:
     files = module.params['files']
     directories = module.params['directories']
     result = {'changed': False, 'changed_files': []}
-    directory_own_modes = [_octal(module, entry['mode'], f'directories[{index}].mode')
-                           for index, entry in enumerate(directories)]
-    modes = [_octal(module, entry['mode'], f'files[{index}].mode') for index, entry in enumerate(files)]
-    directory_modes = [None if entry['directory_mode'] is None
-                       else _octal(module, entry['directory_mode'], f'files[{index}].directory_mode')
-                       for index, entry in enumerate(files)]
     with last_resort(module.fail_json, what='files', **result):
         try:
+            directory_own_modes = [_file_tree.octal_mode(entry['mode'], f'directories[{index}].mode')
+                                   for index, entry in enumerate(directories)]
+            modes = [_file_tree.octal_mode(entry['mode'], f'files[{index}].mode') for index, entry in enumerate(files)]
+            directory_modes = [None if entry['directory_mode'] is None
+                               else _file_tree.octal_mode(entry['directory_mode'], f'files[{index}].directory_mode')
+                               for index, entry in enumerate(files)]
             changes = {change['path']: change for change in _file_tree.plan_files(files)}
         except _file_tree.FileTreeError as err:
             module.fail_json(msg=str(err), **result)
@@ -195,28 +193,18 @@ def main() -> None:
         changed = []
         for index, entry in enumerate(directories):
             path = os.path.normpath(entry['path'])
-            touched = False
-            for directory in _file_tree.missing_directories(path) + ([path] if not os.path.isdir(path) else []):
-                touched = True
-                if not module.check_mode:
-                    # Missing parents get 0755 and keep root's ownership; the listed directory its own settings.
-                    if directory == path:
-                        os.mkdir(directory, directory_own_modes[index])
-                        _settle(module, directory, entry['owner'], entry['group'], directory_own_modes[index])
-                    else:
-                        os.mkdir(directory, 0o755)
+            # Missing parents get 0755 and root's ownership; the listed directory its own settings.
+            own = (entry['owner'], entry['group'], directory_own_modes[index])
+            chain = _file_tree.missing_directories(path) + [path]
+            touched = _make_directories(module, chain, dict.fromkeys(chain, (None, None, 0o755)) | {path: own})
             if os.path.isdir(path):
-                touched = _settle(module, path, entry['owner'], entry['group'], directory_own_modes[index]) or touched
+                touched = _file_tree.settle(module, path, *own) or touched
             if touched:
                 changed.append(path)
         for index, entry in enumerate(files):
             path = os.path.normpath(entry['path'])
-            touched = path in changes
-            for directory in missing[index]:
-                touched = True
-                if not module.check_mode and not os.path.isdir(directory):
-                    os.mkdir(directory, directory_modes[index])
-                    _settle(module, directory, entry['owner'], entry['group'], directory_modes[index])
+            touched = _make_directories(module, missing[index], dict.fromkeys(
+                missing[index], (entry['owner'], entry['group'], directory_modes[index]))) or path in changes
             if path in changes and not module.check_mode:
                 try:
                     _file_tree.write([changes[path]], modes[index])
@@ -224,7 +212,7 @@ def main() -> None:
                     result.update(changed=bool(changed), changed_files=changed)
                     module.fail_json(msg=str(err), **result)
             if os.path.exists(path):
-                touched = _settle(module, path, entry['owner'], entry['group'], modes[index]) or touched
+                touched = _file_tree.settle(module, path, entry['owner'], entry['group'], modes[index]) or touched
             if touched:
                 changed.append(path)
         for path in absent:

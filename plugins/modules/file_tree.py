@@ -74,22 +74,6 @@ from ansible_collections.llmforge.cluster.plugins.module_utils import _file_tree
 from ansible_collections.llmforge.cluster.plugins.module_utils._module_errors import last_resort
 
 
-def _octal(module: AnsibleModule, name: str) -> int:
-    value = module.params[name]
-    try:
-        return int(str(value), 8)
-    except ValueError:
-        module.fail_json(msg=f"{name}: {value!r} is not an octal mode such as '0644'")
-        raise
-
-
-def _settle(module: AnsibleModule, path: str, mode: int, changed: bool) -> bool:
-    """Give `path` the owner, group and mode asked for; whether anything has changed so far."""
-    attributes = module.load_file_common_arguments(
-        {'owner': module.params['owner'], 'group': module.params['group'], 'mode': mode}, path=path)
-    return module.set_fs_attributes_if_different(attributes, changed)
-
-
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -105,8 +89,12 @@ def main() -> None:
     root = module.params['root']
     if not os.path.isabs(root):
         module.fail_json(msg=f'root: {root!r} must be an absolute path')
-    file_mode = _octal(module, 'mode')
-    dir_mode = _octal(module, 'directory_mode')
+    try:
+        file_mode = _file_tree.octal_mode(module.params['mode'], 'mode')
+        dir_mode = _file_tree.octal_mode(module.params['directory_mode'], 'directory_mode')
+    except _file_tree.FileTreeError as err:
+        module.fail_json(msg=str(err))
+    owner, group = module.params['owner'], module.params['group']
     result = {'changed': False, 'changed_files': []}
     with last_resort(module.fail_json, what=root, **result):
         try:
@@ -125,7 +113,7 @@ def main() -> None:
                 if module.check_mode:
                     continue
                 os.makedirs(directory, exist_ok=True)
-            result['changed'] = _settle(module, directory, dir_mode, result['changed'])
+            result['changed'] = _file_tree.settle(module, directory, owner, group, dir_mode, result['changed'])
         if not module.check_mode:
             try:
                 _file_tree.write(changes, file_mode)
@@ -135,7 +123,7 @@ def main() -> None:
             path = os.path.join(root, _file_tree.check_relative(relative))
             if module.check_mode and not os.path.exists(path):
                 continue
-            result['changed'] = _settle(module, path, file_mode, result['changed'])
+            result['changed'] = _file_tree.settle(module, path, owner, group, file_mode, result['changed'])
     module.exit_json(**result)
 
 
