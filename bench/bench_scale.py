@@ -83,7 +83,7 @@ def write_inventory(count: int) -> pathlib.Path:
     """The copies as GPU nodes of the demo cluster; given after inventories/demo, whose group_vars they take."""
     WORK.mkdir(parents=True, exist_ok=True)
     lines = ['---', '# Written by bench/bench_scale.py: copies of the demo gpu1.', 'scale_nodes:', '  vars:',
-             '    ansible_connection: community.docker.docker', '    ansible_user: root', '  hosts:']
+             '    ansible_connection: community.docker.docker', '  hosts:']
     lines += [f'    {host(index)}: {{ansible_host: {name(index)}}}' for index in range(1, count + 1)]
     lines += ['cluster:', '  children:', '    gpu_nodes:', '      children:', '        scale_nodes:']
     path = WORK / 'hosts.yml'
