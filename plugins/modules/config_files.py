@@ -17,8 +17,8 @@ description:
     (C(lookup('ansible.builtin.template', ...))).
   - RV(changed_files) lists the files (and directories) whose content, owner, group or mode was (or in check mode
     would be) changed, so that handlers can act on the files that concern them.
-  - Not for secrets (its diff shows the content) nor for files that need a C(validate) command before they are
-    put in place; use M(ansible.builtin.copy) or M(ansible.builtin.template) for those.
+  - Not for secrets (its diff shows the content); use M(ansible.builtin.copy) or M(ansible.builtin.template)
+    with C(no_log) for those.
 options:
   directories:
     description:
@@ -79,6 +79,13 @@ options:
           - When omitted, a missing directory fails the task, naming the file; in check mode the file counts as one
             to write (an earlier task, such as a package install, would have made the directory).
         type: raw
+      validate:
+        description:
+          - Command that checks the new content before any file is written, with V(%s) standing for a temporary
+            file that holds it (as M(ansible.builtin.template)'s C(validate)), such as V(/usr/sbin/sshd -t -f %s).
+          - Run only for a file whose content changes, and not in check mode. When it fails, no file of the task is
+            written and the task fails naming the file and the command's output.
+        type: str
 notes:
   - Check mode and diff mode are supported; the diff shows each changed file.
 author:
@@ -115,6 +122,8 @@ changed_files:
 """
 
 import os
+import shlex
+import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -134,6 +143,23 @@ def _make_directories(module: AnsibleModule, directories: list[str], settings: d
     return bool(missing)
 
 
+def _validate(module: AnsibleModule, field: str, path: str, content: str, command: str, result: dict) -> None:
+    """Run `command` on a temporary file holding `content`; fail the task naming `field` and `path` unless it
+    passes. Called for every file before any is written."""
+    if '%s' not in command:
+        module.fail_json(msg=f"{field}.validate: '{command}' must contain %s (the file to check)", **result)
+    handle, temporary = tempfile.mkstemp(prefix='.llmforge-validate-', suffix=os.path.basename(path))
+    try:
+        with os.fdopen(handle, 'w', encoding='utf-8') as stream:
+            stream.write(content)
+        returncode, out, err = module.run_command(command.replace('%s', shlex.quote(temporary)), use_unsafe_shell=False)
+    finally:
+        os.unlink(temporary)
+    if returncode != 0:
+        module.fail_json(msg=f"{field}: the new content of {path} fails '{command}' (rc {returncode}): "
+                             f"{(err or out).strip()}", **result)
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -151,6 +177,7 @@ def main() -> None:
                 'group': {'type': 'str'},
                 'mode': {'type': 'raw', 'default': '0644'},
                 'directory_mode': {'type': 'raw'},
+                'validate': {'type': 'str'},
             }},
         },
         supports_check_mode=True,
@@ -190,6 +217,11 @@ def main() -> None:
         both = [path for path in absent if path in written]
         if both:
             module.fail_json(msg=f'absent: {both[0]} is also one of files', **result)
+        if not module.check_mode:
+            for index, entry in enumerate(files):
+                path = os.path.normpath(entry['path'])
+                if entry['validate'] and path in changes:
+                    _validate(module, f'files[{index}]', path, changes[path]['after'], entry['validate'], result)
         changed = []
         for index, entry in enumerate(directories):
             path = os.path.normpath(entry['path'])

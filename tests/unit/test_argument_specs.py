@@ -108,7 +108,7 @@ ROLE_CASES = [
     ),
     RoleCase(
         name='common',
-        entry_points=frozenset({'main', 'setup', 'packages', 'apt_cache', 'apt_source'}),
+        entry_points=frozenset({'main', 'setup', 'packages', 'apt_cache', 'apt_source', 'hold'}),
         full_entry_point='main',
         required={'apt_source': frozenset({'common_apt_source_name', 'common_apt_source_uris', 'common_apt_source_suites',
                                            'common_apt_source_signed_by'})},
