@@ -1,0 +1,26 @@
+# Copyright: (c) 2026, llmforge.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""dpkg_packages: the installed packages in package_facts' structure (see module_utils/_dpkg.py)."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.llmforge.cluster.plugins.module_utils import _dpkg
+
+
+def dpkg_packages(text):
+    """{name: [{name, version, arch, source}]} of the fully installed packages in dpkg-query's output."""
+    if not isinstance(text, str):
+        raise AnsibleFilterError(f'dpkg_packages: expected the text dpkg-query printed, got {type(text).__name__}')
+    try:
+        return _dpkg.parse(text)
+    except _dpkg.DpkgError as err:
+        raise AnsibleFilterError(f'dpkg_packages: {err}') from None
+
+
+class FilterModule:
+    """Debian package filters."""
+
+    def filters(self):
+        return {'dpkg_packages': dpkg_packages}
