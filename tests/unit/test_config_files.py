@@ -151,3 +151,31 @@ def test_a_path_both_written_and_absent_is_refused(tmp_path):
     result = run_module('config_files', {'files': [{'path': path, 'content': ''}], 'absent': [path]})
     assert result['failed'] is True and result['msg'] == f'absent: {path} is also one of files'
     assert not (tmp_path / 'a.conf').exists()
+
+
+def test_validate_checks_the_new_content_before_any_file_is_written(tmp_path):
+    (tmp_path / 'etc').mkdir()
+    # grep -q a: the content must hold an "a" (a stand-in for nft -c or sshd -t), run on a temporary copy.
+    files = [dict(files_in(tmp_path)[0], validate='grep -q a %s'), files_in(tmp_path)[1]]
+    result = run_module('config_files', {'files': files})
+    assert result['changed_files'] == [files[0]['path'], files[1]['path']]
+    assert (tmp_path / 'etc' / 'a.conf').read_text(encoding='utf-8') == 'a = 1\n'
+    # New content the command refuses: the task fails naming the file and the command; neither file is touched.
+    refused = [dict(files[0], content='nonsense\n'), dict(files[1], content='b = 2\n')]
+    result = run_module('config_files', {'files': refused})
+    assert result['failed'] is True
+    assert result['msg'].startswith(f"files[0]: the new content of {files[0]['path']} fails 'grep -q a %s' (rc 1)")
+    assert (tmp_path / 'etc' / 'a.conf').read_text(encoding='utf-8') == 'a = 1\n'
+    assert (tmp_path / 'etc' / 'secret.d' / 'b.conf').read_text(encoding='utf-8') == 'b = é\n'
+    # Unchanged content is not validated again; check mode validates nothing.
+    assert run_module('config_files', {'files': [dict(files[0], validate='false %s')]})['changed'] is False
+    check = run_module('config_files', {'files': [dict(refused[0], validate='false %s')]}, check=True)
+    assert check['changed_files'] == [files[0]['path']] and not check.get('failed')
+
+
+def test_validate_must_name_the_file(tmp_path):
+    (tmp_path / 'etc').mkdir()
+    files = [dict(files_in(tmp_path)[0], validate='true')]
+    result = run_module('config_files', {'files': files})
+    assert result['failed'] is True and result['msg'] == "files[0].validate: 'true' must contain %s (the file to check)"
+    assert not (tmp_path / 'etc' / 'a.conf').exists()
