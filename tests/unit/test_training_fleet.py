@@ -140,7 +140,8 @@ def test_bad_settings_name_the_variable(shape, options, message):
 def test_the_wrapper_keeps_the_trainers_exit_code_and_removes_its_run_dir(tmp_path):
     """The srun payload itself, run by bash as rank 0 of job 77 with a stand-in trainer that exits 5."""
     trainer = tmp_path / 'trainer'
-    trainer.write_text('#!/bin/sh\nmkdir -p "$2/step_00000030" && echo "$@" && exit 5\n')
+    # Called as `--steps 3 --run-dir <dir>`: it leaves a checkpoint in the run directory the wrapper must remove.
+    trainer.write_text('#!/bin/sh\nmkdir -p "$4/step_00000030" && echo "$@" && exit 5\n')
     trainer.chmod(0o755)
     done = subprocess.run(['bash', '-c', fleet.RUN_WRAPPER, 'x', str(tmp_path), str(trainer), '--steps', '3'],
                           env={'SLURM_JOB_ID': '77', 'SLURM_PROCID': '0', 'PATH': '/usr/bin:/bin'},
