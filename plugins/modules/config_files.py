@@ -131,23 +131,22 @@ from ansible_collections.llmforge.cluster.plugins.module_utils import _file_tree
 from ansible_collections.llmforge.cluster.plugins.module_utils._module_errors import last_resort
 
 
-def _make_directories(module: AnsibleModule, directories: list[str], settings: dict[str, tuple]) -> bool:
-    """Create each of `directories` (parents first) that is missing, with its (owner, group, mode) from `settings`;
-    whether any was missing. In check mode nothing is created."""
+def _make_directories(module: AnsibleModule, directories: list[str], settings: tuple, parent_settings: tuple = None) -> bool:
+    """Create each of `directories` (parents first) that is missing: the last with `settings` (owner, group, mode),
+    the ones above it with `parent_settings` (default: the same). Whether any was missing; in check mode nothing is
+    created."""
     missing = [directory for directory in directories if not os.path.isdir(directory)]
     if not module.check_mode:
         for directory in missing:
-            owner, group, mode = settings[directory]
+            owner, group, mode = settings if directory == directories[-1] or parent_settings is None else parent_settings
             os.mkdir(directory, mode)
             _file_tree.settle(module, directory, owner, group, mode)
     return bool(missing)
 
 
 def _validate(module: AnsibleModule, field: str, path: str, content: str, command: str, result: dict) -> None:
-    """Run `command` on a temporary file holding `content`; fail the task naming `field` and `path` unless it
-    passes. Called for every file before any is written."""
-    if '%s' not in command:
-        module.fail_json(msg=f"{field}.validate: '{command}' must contain %s (the file to check)", **result)
+    """Run `command` (it holds %s, checked with the other input) on a temporary file holding `content`; fail the task
+    naming `field` and `path` unless it passes. Called for every file before any is written."""
     handle, temporary = tempfile.mkstemp(prefix='.llmforge-validate-', suffix=os.path.basename(path))
     try:
         with os.fdopen(handle, 'w', encoding='utf-8') as stream:
@@ -196,11 +195,16 @@ def main() -> None:
             changes = {change['path']: change for change in _file_tree.plan_files(files)}
         except _file_tree.FileTreeError as err:
             module.fail_json(msg=str(err), **result)
+        for index, entry in enumerate(files):
+            if entry['validate'] is not None and '%s' not in entry['validate']:
+                module.fail_json(msg=f"files[{index}].validate: '{entry['validate']}' must contain %s (the file to check)",
+                                 **result)
+        paths = [os.path.normpath(entry['path']) for entry in files]
         # Every file's directories are checked before anything is written: a missing one fails the task as a whole.
         missing = {}
         listed = {os.path.normpath(entry['path']) for entry in directories}
         for index, entry in enumerate(files):
-            missing[index] = [directory for directory in _file_tree.missing_directories(os.path.normpath(entry['path']))
+            missing[index] = [directory for directory in _file_tree.missing_directories(paths[index])
                               if directory not in listed and not any(other.startswith(directory + '/') for other in listed)]
             # In check mode an earlier task (a package) would have made it: the file counts as one to write.
             if missing[index] and directory_modes[index] is None and not module.check_mode:
@@ -213,13 +217,12 @@ def main() -> None:
                       for index, path in enumerate(module.params['absent'])]
         except _file_tree.FileTreeError as err:
             module.fail_json(msg=str(err), **result)
-        written = {os.path.normpath(entry['path']) for entry in files}
+        written = set(paths)
         both = [path for path in absent if path in written]
         if both:
             module.fail_json(msg=f'absent: {both[0]} is also one of files', **result)
         if not module.check_mode:
-            for index, entry in enumerate(files):
-                path = os.path.normpath(entry['path'])
+            for index, (entry, path) in enumerate(zip(files, paths)):
                 if entry['validate'] and path in changes:
                     _validate(module, f'files[{index}]', path, changes[path]['after'], entry['validate'], result)
         changed = []
@@ -228,15 +231,14 @@ def main() -> None:
             # Missing parents get 0755 and root's ownership; the listed directory its own settings.
             own = (entry['owner'], entry['group'], directory_own_modes[index])
             chain = _file_tree.missing_directories(path) + [path]
-            touched = _make_directories(module, chain, dict.fromkeys(chain, (None, None, 0o755)) | {path: own})
+            touched = _make_directories(module, chain, own, parent_settings=(None, None, 0o755))
             if os.path.isdir(path):
                 touched = _file_tree.settle(module, path, *own) or touched
             if touched:
                 changed.append(path)
-        for index, entry in enumerate(files):
-            path = os.path.normpath(entry['path'])
-            touched = _make_directories(module, missing[index], dict.fromkeys(
-                missing[index], (entry['owner'], entry['group'], directory_modes[index]))) or path in changes
+        for index, (entry, path) in enumerate(zip(files, paths)):
+            touched = _make_directories(module, missing[index],
+                                        (entry['owner'], entry['group'], directory_modes[index])) or path in changes
             if path in changes and not module.check_mode:
                 try:
                     _file_tree.write([changes[path]], modes[index])

@@ -179,3 +179,7 @@ def test_validate_must_name_the_file(tmp_path):
     result = run_module('config_files', {'files': files})
     assert result['failed'] is True and result['msg'] == "files[0].validate: 'true' must contain %s (the file to check)"
     assert not (tmp_path / 'etc' / 'a.conf').exists()
+    # Refused as input, whether or not the content would change.
+    (tmp_path / 'etc' / 'a.conf').write_text(files[0]['content'], encoding='utf-8')
+    again = run_module('config_files', {'files': files})
+    assert again['failed'] is True and again['msg'] == "files[0].validate: 'true' must contain %s (the file to check)"
