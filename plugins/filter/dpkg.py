@@ -1,6 +1,7 @@
 # Copyright: (c) 2026, llmforge.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""dpkg_packages: the installed packages in package_facts' structure (see module_utils/_dpkg.py)."""
+"""dpkg_packages: the installed packages in package_facts' structure; missing_packages: which of a list they lack
+(see module_utils/_dpkg.py)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,20 @@ def dpkg_packages(text):
         raise AnsibleFilterError(f'dpkg_packages: {err}') from None
 
 
+def missing_packages(wanted, installed, version=None):
+    """The entries of `wanted` (names, name:arch, name=version) not installed per `installed` (package facts), in order.
+
+    `version`: the version the entries without their own must be installed at."""
+    if installed is None:
+        installed = {}
+    try:
+        return _dpkg.missing(wanted, installed, None if version is None else str(version))
+    except _dpkg.DpkgError as err:
+        raise AnsibleFilterError(f'missing_packages: {err}') from None
+
+
 class FilterModule:
     """Debian package filters."""
 
     def filters(self):
-        return {'dpkg_packages': dpkg_packages}
+        return {'dpkg_packages': dpkg_packages, 'missing_packages': missing_packages}

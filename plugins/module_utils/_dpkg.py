@@ -37,3 +37,41 @@ def parse(text: str) -> dict[str, list[dict[str, t.Any]]]:
             continue
         packages.setdefault(name, []).append({'name': name, 'version': version, 'arch': arch, 'source': 'apt'})
     return packages
+
+
+def missing(wanted: t.Iterable[str], installed: t.Mapping[str, t.Any], version: str | None = None) -> list[str]:
+    """The entries of `wanted` that `installed` (package_facts' structure) lacks, in their order, each once.
+
+    An entry is a package name, optionally with an architecture (``name:arch``) and/or a version (``name=version``,
+    ``name:arch=version``) as apt takes them; `version`, when given, is the version every entry without its own must
+    be installed at. An entry counts as installed when one of the installed instances of its name matches all it
+    names. Raises DpkgError for an entry that is not a non-empty string and for an `installed` that is not a
+    mapping of names to lists of packages."""
+    if isinstance(wanted, (str, bytes)) or not isinstance(wanted, t.Iterable):
+        raise DpkgError(f'the packages to look for must be a list of names, not {type(wanted).__name__}')
+    if not isinstance(installed, t.Mapping):
+        raise DpkgError(f'the installed packages must be a mapping of names (package facts), not {type(installed).__name__}')
+    result: list[str] = []
+    for entry in wanted:
+        if not isinstance(entry, str) or not entry.strip():
+            raise DpkgError(f'{entry!r} in the packages to look for is not a package name')
+        if entry in result:
+            continue
+        spec, _, pinned = entry.partition('=')
+        name, _, arch = spec.partition(':')
+        want_version = pinned or version
+        instances = installed.get(name) or []
+        if not isinstance(instances, t.Sequence) or isinstance(instances, (str, bytes)):
+            raise DpkgError(f'the installed packages list {name!r} as {type(instances).__name__}, not a list of packages')
+        if not any(_matches(instance, arch, want_version) for instance in instances):
+            result.append(entry)
+    return result
+
+
+def _matches(instance: t.Any, arch: str, version: str | None) -> bool:
+    """Whether one installed instance (a package_facts entry) has the architecture and version asked for, if any."""
+    if not isinstance(instance, t.Mapping):
+        return False
+    if arch and instance.get('arch') not in (arch, 'all'):
+        return False
+    return not version or str(instance.get('version')) == version

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from ansible_collections.llmforge.cluster.plugins.module_utils import _dpkg
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = REPO / 'tests/fixtures/dpkg/debian13-gpu-node.txt'
 dpkg_packages = FilterModule().filters()['dpkg_packages']
+missing_packages = FilterModule().filters()['missing_packages']
 
 
 def test_a_converged_gpu_node():
@@ -67,3 +69,68 @@ def test_the_filter_names_itself():
 def test_the_role_runs_the_query_the_parser_reads():
     role_vars = yaml.safe_load((REPO / 'roles/common/vars/main.yml').read_text(encoding='utf-8'))
     assert role_vars['_common_dpkg_query'] == _dpkg.QUERY
+
+
+# The converged GPU node's packages (real dpkg-query output), as the roles hold them in ansible_facts['packages'].
+GPU_NODE = _dpkg.parse(FIXTURE.read_text(encoding='utf-8'))
+
+
+def test_missing_packages_keeps_the_list_order_and_names_each_once():
+    wanted = ['zz-not-there', 'slurmd', 'aa-not-there', 'bash', 'zz-not-there']
+    assert _dpkg.missing(wanted, GPU_NODE) == ['zz-not-there', 'aa-not-there']
+    assert _dpkg.missing([], GPU_NODE) == []
+    assert _dpkg.missing(('slurmd', 'munge'), {}) == ['slurmd', 'munge']
+
+
+def test_a_package_only_dpkg_remembers_is_missing():
+    installed = _dpkg.parse('rc  nftables 1.1.3-1 amd64\niU  munge 0.5.16-1 amd64\nii  bash 5.2.37-2 amd64\n')
+    assert _dpkg.missing(['nftables', 'munge', 'bash'], installed) == ['nftables', 'munge']
+
+
+def test_versions_and_architectures_as_apt_takes_them():
+    installed = _dpkg.parse('\n'.join([
+        'ii  libc6 2.41-12 amd64', 'ii  libc6 2.41-12 i386', 'hi  libnccl2 2.22.3-1-1 amd64',
+        'ii  nvidia-smi 560.35.03-1 all', '']))
+    assert _dpkg.missing(['libnccl2=2.22.3-1-1', 'libnccl2=2.21.5-1-1'], installed) == ['libnccl2=2.21.5-1-1']
+    assert _dpkg.missing(['libc6:i386', 'libc6:arm64', 'nvidia-smi:amd64'], installed) == ['libc6:arm64']
+    assert _dpkg.missing(['libc6:i386=2.41-12', 'libc6:i386=2.41-11'], installed) == ['libc6:i386=2.41-11']
+
+
+def test_a_version_for_the_whole_list():
+    # The NCCL role: every package at the pinned version, the one of them at another version is to be installed.
+    installed = {
+        'libnccl2': [{'name': 'libnccl2', 'version': '2.22.3-1', 'arch': 'amd64', 'source': 'apt'}],
+        'libnccl-dev': [{'name': 'libnccl-dev', 'version': '2.21.5-1', 'arch': 'amd64', 'source': 'apt'}],
+    }
+    assert _dpkg.missing(['libnccl2', 'libnccl-dev', 'nccl-tests'], installed, '2.22.3-1') == ['libnccl-dev', 'nccl-tests']
+    # An entry's own version wins over the list's.
+    assert _dpkg.missing(['libnccl-dev=2.21.5-1'], installed, '2.22.3-1') == []
+
+
+def test_package_facts_of_rpm_hosts_are_read_the_same():
+    # package_facts on RHEL: version and release apart; the pinned version is compared with the version field.
+    installed = {'libnccl': [{'name': 'libnccl', 'version': '2.22.3', 'release': '1+cuda12.6', 'epoch': None,
+                              'arch': 'x86_64', 'source': 'rpm'}]}
+    assert _dpkg.missing(['libnccl'], installed, '2.22.3') == []
+    assert _dpkg.missing(['libnccl:x86_64', 'libnccl:aarch64'], installed) == ['libnccl:aarch64']
+
+
+@pytest.mark.parametrize('wanted, installed, message', [
+    pytest.param('slurmd', {}, 'must be a list of names, not str', id='a-string'),
+    pytest.param(None, {}, 'must be a list of names, not NoneType', id='none'),
+    pytest.param(['slurmd', ''], {}, "'' in the packages to look for is not a package name", id='empty-name'),
+    pytest.param(['slurmd', 3], {}, '3 in the packages to look for is not a package name', id='a-number'),
+    pytest.param(['slurmd'], ['slurmd'], 'must be a mapping of names (package facts), not list', id='facts-a-list'),
+    pytest.param(['slurmd'], {'slurmd': 'x'}, "list 'slurmd' as str, not a list of packages", id='entry-a-string'),
+])
+def test_bad_input_is_named(wanted, installed, message):
+    with pytest.raises(_dpkg.DpkgError, match=re.escape(message)):
+        _dpkg.missing(wanted, installed)
+
+
+def test_the_missing_packages_filter():
+    assert missing_packages(['bash', 'munge', 'slurmctld'], GPU_NODE) == ['slurmctld']
+    assert missing_packages(['bash'], None) == ['bash']
+    assert missing_packages(['libnccl2'], GPU_NODE, version='2.22.3-1-1') == []
+    with pytest.raises(AnsibleFilterError, match='^missing_packages: the packages to look for must be a list'):
+        missing_packages('bash', GPU_NODE)

@@ -81,6 +81,17 @@ def test_login_node_submits_jobs_without_slurmd(login):
     assert job.rc == 0, output(job)
 
 
+def test_sackd_was_configured_before_its_package_started_it(login):
+    # slurm_login writes /etc/default/sackd (where the controller is) before it installs the package, whose
+    # postinst starts sackd: dpkg kept the file as a changed conffile, and that first start found slurmctld instead
+    # of retrying DNS SRV lookups until systemd's start timeout (90 s of every login node's bring-up).
+    log = login.run('grep -h "/etc/default/sackd" /var/log/dpkg.log')
+    assert 'conffile /etc/default/sackd keep' in log.stdout, (
+        f'/etc/default/sackd was not in place when dpkg configured sackd; dpkg.log says: {log.stdout!r}')
+    journal = login.run('journalctl --no-pager -o cat -u sackd')
+    assert journal.rc == 0 and 'resolve_ctls_from_dns_srv' not in journal.stdout, journal.stdout[-2000:]
+
+
 def test_srun_offers_the_same_options_on_the_login_and_compute_nodes(login, hosts):
     on_login = login.run('timeout 30 srun --help')
     on_node = hosts[NODE].run('timeout 30 srun --help')

@@ -93,6 +93,19 @@ def test_the_environment_loads_as_a_module_file(ctl):
     assert text.startswith('#%Module') and f'prepend-path PATH {ENVS}/llmforge-train-{version}/bin' in text
 
 
+@pytest.mark.parametrize('name', NODES)
+def test_pytorch_came_in_the_slurm_package_transaction(hosts, name):
+    # slurm_hosts.yml installs the training environment's OS packages in each host's Slurm transaction, in
+    # parallel on every host, instead of in a play of their own after the Slurm plays.
+    host = hosts[name]
+    if not host.package('python3-torch').is_installed:
+        pytest.skip(f'{name} takes no PyTorch from the OS packages (training_env_os_packages)')
+    history = host.file('/var/log/apt/history.log').content_string
+    installs = [line for line in history.splitlines() if re.match(r'Install: .*\bpython3-torch:', line)]
+    assert len(installs) == 1, f'python3-torch installed in {len(installs)} apt transactions on {name}'
+    assert re.search(r'\bslurmd:', installs[0]), f'python3-torch came without slurmd on {name}: {installs[0][:300]}'
+
+
 def test_reference_job_trains_on_two_nodes(trained):
     summary = trained['summary']
     assert summary['world_size'] == 2 and summary['nodes'] == sorted(NODES), summary
