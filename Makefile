@@ -52,7 +52,7 @@ wheelhouse: build/wheelhouse/.complete
 
 unit: venv
 	bash scripts/ensure-test-tools.sh
-	pytest -q tests/unit
+	pytest -q -n auto tests/unit
 
 lint: venv
 	yamllint --strict .

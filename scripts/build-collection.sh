@@ -31,7 +31,7 @@ with tarfile.open(sys.argv[1]) as tar:
             if m.linkname.startswith('/') or target == '..' or target.startswith('../'):
                 bad.append(f'{name} -> {m.linkname}: link leads out of the collection')
 for need in ('MANIFEST.json', 'README.md', 'requirements.txt', 'requirements.yml', 'meta/runtime.yml',
-             'inventories/example/hosts.yml', 'inventories/example/group_vars/all/vault.yml.example'):
+             'inventories/example/hosts.yml', 'ansible.cfg.example', 'inventories/example/group_vars/all/vault.yml.example'):
     if need not in names:
         bad.append(f'{need}: missing')
 if bad:
@@ -94,6 +94,7 @@ for dep in $(python3 -c 'import json, sys; print(*json.load(open(sys.argv[1]))["
     grep -q "'$dep:.*' is already installed, skipping" "$scratch/install.log" || die "$dep did not come from the ansible package"
 done
 readme 'mkdir -p inventories && cp -r ~/.ansible/collections/ansible_collections/llmforge/cluster/inventories/example inventories/mycluster'
+readme 'cp ~/.ansible/collections/ansible_collections/llmforge/cluster/ansible.cfg.example ansible.cfg'
 skip 'ansible-vault create inventories/mycluster/group_vars/all/vault.yml' 'interactive'
 skip 'ansible-playbook llmforge.cluster.site -i inventories/mycluster --ask-vault-pass --become' \
     'needs servers: every playbook is syntax-checked with the same inventory below'
@@ -109,7 +110,14 @@ done
 mv ~/.ansible/collections "$user_collections"
 installed="$user_collections/ansible_collections/llmforge/cluster"
 export ANSIBLE_COLLECTIONS_PATH="$user_collections"
-[[ "$(ansible --version)" == *$'\n  config file = None\n'* ]] || die "an ansible.cfg is read from $PWD"
+# The site's ansible.cfg is the one copied above, and its settings are in effect.
+[[ "$(ansible --version)" == *$'\n  config file = '"$PWD"$'/ansible.cfg\n'* ]] || die "$PWD/ansible.cfg is not the config Ansible reads"
+settings="$(ansible-config dump --only-changed --format json |
+    python3 -c 'import json, sys; print(*("%s=%s" % (e["name"], e["value"]) for e in json.load(sys.stdin) if "name" in e))')"
+for want in DEFAULT_FORKS=50 DEFAULT_GATHERING=smart INJECT_FACTS_AS_VARS=False ANSIBLE_PIPELINING=True; do
+    [[ " $settings " == *" $want "* ]] || die "the copied ansible.cfg does not set $want (set: $settings)"
+done
+say "the site's ansible.cfg is read: $settings"
 [ "$(ansible-galaxy collection list llmforge.cluster --format json | python3 -c 'import json, sys; print(*json.load(sys.stdin))')" \
     = "$user_collections/ansible_collections" ] || die "llmforge.cluster resolves elsewhere than $user_collections"
 
