@@ -57,8 +57,8 @@ def missing(wanted: t.Iterable[str], installed: t.Mapping[str, t.Any], version: 
             raise DpkgError(f'{entry!r} in the packages to look for is not a package name')
         if entry in result:
             continue
-        spec, _, pinned = entry.partition('=')
-        name, _, arch = spec.partition(':')
+        spec, pinned = entry.partition('=')[::2]
+        name, arch = spec.partition(':')[::2]
         want_version = pinned or version
         instances = installed.get(name) or []
         if not isinstance(instances, t.Sequence) or isinstance(instances, (str, bytes)):
