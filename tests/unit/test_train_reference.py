@@ -285,6 +285,30 @@ def test_two_ranks_checkpoint_shards_and_a_second_run_resumes(strategy, tmp_path
     assert [checkpoint['step'] for checkpoint in summary['checkpoints']] == [8, 9]
 
 
+def test_the_program_leaves_without_torch_teardown_and_loses_no_output(tmp_path):
+    """Run as a program, the trainer ends with os._exit (gloo's destructor can deadlock on the GIL, see `leave`).
+
+    Its output, block-buffered into a pipe, still arrives whole; a run that fails inside prints its traceback and
+    exits 1, as Python would.
+    """
+    pytest.importorskip('torch')
+    env = clean_env()
+    env.pop('PYTHONUNBUFFERED')
+
+    def program(run_dir):
+        return subprocess.run([sys.executable, str(TRAINER), '--run-dir', str(run_dir), *TINY, '--steps', '3'],
+                              env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False)
+
+    done = program(tmp_path / 'run')
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert summary_of(done.stdout)['last_step'] == 3 and re.search(r'^step=3 loss=', done.stdout, re.M)
+    blocked = tmp_path / 'a-file'
+    blocked.write_text('')
+    failed = program(blocked)
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert 'Traceback (most recent call last)' in failed.stderr and 'FileExistsError' in failed.stderr, failed.stderr
+
+
 def test_a_signal_to_one_rank_stops_both_after_a_checkpoint_and_the_run_resumes(tmp_path):
     pytest.importorskip('torch')
     processes = start_ranks(2, tmp_path, *TINY, '--steps', '100000', '--ckpt-every-steps', '5')

@@ -43,7 +43,9 @@ import statistics
 import subprocess
 import sys
 import time
+import traceback
 import warnings
+from typing import NoReturn
 
 # Slurm's stop signals (USR1 before the time limit, TERM on preemption) may come while torch is still being
 # imported: sbatch's --signal is sent up to a minute early, so a requeued job can get it in its first second.
@@ -464,7 +466,7 @@ class Trainer:
         return REQUEUE_EXIT if exit_reason == 'signal' else 0
 
 
-def main(argv=None) -> int:
+def main(argv=None, leave_at_once=False) -> int:
     args = parse_args(argv)
     if torch is None:
         raise SystemExit('llmforge-train needs torch, which this Python cannot import')
@@ -474,8 +476,30 @@ def main(argv=None) -> int:
     warnings.filterwarnings('ignore', message='TypedStorage is deprecated')
     if args.steps < 1:
         raise SystemExit('--steps must be at least 1')
-    return Trainer(args, rendezvous(os.environ)).run()
+    trainer = Trainer(args, rendezvous(os.environ))
+    if leave_at_once:
+        try:
+            code = trainer.run()
+        except BaseException:  # noqa: BLE001 - reported as Python would, then the same exit without destructors
+            traceback.print_exc()
+            code = 1
+        leave(code)
+    return trainer.run()
+
+
+def leave(code: int) -> NoReturn:
+    """End the process now: flush the output, skip the destructors of torch's objects.
+
+    Everything is saved and the process group destroyed by now (or the run failed). What is left is freeing the
+    model, whose DistributedDataParallel reducer holds the last reference to the gloo process group. Its C++
+    destructor joins gloo's worker threads while the main thread holds the GIL, and a worker still dropping the
+    last finished barrier's tensors needs the GIL to do so: both wait for ever, a race a busy node loses (torch
+    2.13 on Debian 12: the job stayed RUNNING after its summary, one rank blocked in ProcessGroupGloo's destructor).
+    """
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(code)
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    sys.exit(main(leave_at_once=True))
