@@ -136,7 +136,10 @@ def test_half_written_checkpoints_are_never_resumed_from(ctl, trained):
                      f'sed -i "s/\\"step\\": {TARGET}/\\"step\\": 70/" {directory}/step_00000070/llmforge-complete.json')
     job = submit(ctl, env=f'LLMFORGE_RUN_DIR={directory}',
                  trainer_args=['--steps', str(TARGET + 5), '--ckpt-every-steps', '5'])
-    assert wait_finished(ctl, job, timeout=600) == 'COMPLETED', log_of(ctl, job)[-3000:]
+    try:
+        assert wait_finished(ctl, job, timeout=600) == 'COMPLETED', log_of(ctl, job)[-3000:]
+    finally:
+        ctl.run(f'scancel {job}')  # a job that never ended would hold both nodes for the tests after this one
     summary = read_json(ctl, f'{directory}/summary-{job}-0.json')
     assert summary['resumed_step'] == TARGET and summary['resumed_from'].endswith(f'/step_{TARGET:08d}'), summary
     assert summary['first_step'] == TARGET + 1 and summary['last_step'] == TARGET + 5
