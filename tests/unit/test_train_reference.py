@@ -292,7 +292,12 @@ def test_the_program_leaves_without_torch_teardown_and_loses_no_output(tmp_path)
     exits 1, as Python would.
     """
     pytest.importorskip('torch')
-    env = clean_env()
+    # An exit handler that Python's normal teardown would run; os._exit skips it, as it skips torch's destructors.
+    site = tmp_path / 'site'
+    site.mkdir()
+    (site / 'sitecustomize.py').write_text(
+        "import atexit, sys\natexit.register(lambda: print('python teardown ran', file=sys.stderr, flush=True))\n")
+    env = clean_env(PYTHONPATH=os.pathsep.join(filter(None, [str(site), os.environ.get('PYTHONPATH')])))
     env.pop('PYTHONUNBUFFERED')
 
     def program(run_dir):
@@ -302,11 +307,13 @@ def test_the_program_leaves_without_torch_teardown_and_loses_no_output(tmp_path)
     done = program(tmp_path / 'run')
     assert done.returncode == 0, done.stdout + done.stderr
     assert summary_of(done.stdout)['last_step'] == 3 and re.search(r'^step=3 loss=', done.stdout, re.M)
+    assert 'python teardown ran' not in done.stderr, done.stderr
     blocked = tmp_path / 'a-file'
     blocked.write_text('')
     failed = program(blocked)
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert 'Traceback (most recent call last)' in failed.stderr and 'FileExistsError' in failed.stderr, failed.stderr
+    assert 'python teardown ran' not in failed.stderr, failed.stderr
 
 
 def test_a_signal_to_one_rank_stops_both_after_a_checkpoint_and_the_run_resumes(tmp_path):
