@@ -17,8 +17,8 @@ description:
     (C(lookup('ansible.builtin.template', ...))).
   - RV(changed_files) lists the files (and directories) whose content, owner, group or mode was (or in check mode
     would be) changed, so that handlers can act on the files that concern them.
-  - Not for secrets (its diff shows the content); use M(ansible.builtin.copy) or M(ansible.builtin.template)
-    with C(no_log) for those.
+  - For a file that holds a secret, set the task keywords C(no_log) to V(true), which hides the task's arguments
+    and result, and C(diff) to V(false), so that the module computes no diff even under C(--diff).
 options:
   directories:
     description:
