@@ -36,6 +36,7 @@ from benchlib import SYSTEMD_CONTAINER, timed_run
 IMAGE = 'llmforge/scale-node:bench'
 PREFIX = 'llmforge-scale-'
 NETWORK = 'llmforge-cluster'
+SHARED_VOLUME = 'llmforge-cluster-shared'
 WORK = pathlib.Path('build/bench/scale')
 
 
@@ -68,7 +69,8 @@ def start_hosts(count: int, systemd: bool) -> None:
             continue
         docker('rm', '-f', name(index), check=False)
         command = ['/lib/systemd/systemd'] if systemd else ['sleep', 'infinity']
-        options = SYSTEMD_CONTAINER if systemd else []
+        # The demo's shared storage too, as on every node of molecule/cluster: the training environment lives there.
+        options = [*SYSTEMD_CONTAINER, '-v', f'{SHARED_VOLUME}:/shared:rw'] if systemd else []
         docker('run', '-d', '--name', name(index), '--hostname', host(index), '--network', NETWORK,
                *options, IMAGE, *command)
 
