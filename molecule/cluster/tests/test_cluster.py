@@ -98,15 +98,16 @@ def test_gres_conf_lists_explicit_devices_without_a_driver(ctl):
 
 
 def changed_tasks(result, host):
-    """The names of the tasks a play reported changed on `host`."""
-    blocks = re.split(r'^TASK \[', result.stdout, flags=re.M)[1:]
+    """The names of the tasks and handlers a play reported changed on `host`."""
+    blocks = re.split(r'^(?:TASK|RUNNING HANDLER) \[', result.stdout, flags=re.M)[1:]
     return [block.split(']', 1)[0] for block in blocks if f'changed: [{host}]' in block]
 
 
 def test_rerun_finds_drift_in_check_mode_then_restores_it_and_changes_nothing_else(hosts):
-    """The idempotence proof of the whole site, with drift to find: the health check's code and a package on one node.
+    """The idempotence proof of the whole site, with drift to find: the health check's code, a package and an element
+    added by hand to the firewall's loaded table on one node.
 
-    `--check --diff` reports exactly those two and touches nothing; the real re-run restores both. Every other task
+    `--check --diff` reports exactly those and touches nothing; the real re-run restores them. Every other task
     on every host reports ok in both runs, which is what a separate idempotence run would show (the scenario has none).
     """
     drifted = NODES[-1]
@@ -121,6 +122,14 @@ def test_rerun_finds_drift_in_check_mode_then_restores_it_and_changes_nothing_el
     node.check_output('apt-get remove -y -q python3-venv')
     assert not node.package('python3-venv').is_installed
     expected = {'Install the Python code of _nodecheck', 'Install python3-venv'}
+    # A hand edit inside the firewall's table: an address let in to SSH. The file on disk is unchanged, so only the
+    # comparison of the loaded table with what the unit loaded finds it (and the handler reloads the file).
+    intruder = '192.0.2.99'
+    firewalled = node.run('nft list table inet llmforge').rc == 0
+    if firewalled:
+        node.check_output(f'nft add element inet llmforge ssh_v4 {{ {intruder} }}')
+        assert intruder in node.check_output('nft list set inet llmforge ssh_v4')
+        expected |= {'Compare the loaded table with the ruleset the unit loaded', 'Load the host firewall'}
     # Each site run costs minutes: molecule/cluster makes the real re-run (LLMFORGE_CHECK_MODE_RUN=0), which also
     # proves idempotence with directory users and a login node, and molecule/cluster_debian12 both (check mode runs
     # the same tasks on every OS).
@@ -132,7 +141,7 @@ def test_rerun_finds_drift_in_check_mode_then_restores_it_and_changes_nothing_el
         recap = recaps(result)
         # localhost runs converge.yml's check of which collection copy is used.
         assert set(recap) == set(ALL_HOSTS) | {'localhost'}, result.stdout[-3000:]
-        assert recap[drifted]['changed'] == 2, (args, changed_tasks(result, drifted), result.stdout[-5000:])
+        assert recap[drifted]['changed'] == len(expected), (args, changed_tasks(result, drifted), result.stdout[-5000:])
         assert all(counters['changed'] == 0 for host, counters in recap.items() if host != drifted), (args, recap)
         changed = changed_tasks(result, drifted)
         assert all(any(name in task for task in changed) for name in expected), (args, changed)
@@ -141,6 +150,10 @@ def test_rerun_finds_drift_in_check_mode_then_restores_it_and_changes_nothing_el
             assert '# tampered' in result.stdout, result.stdout[-5000:]
             assert node.check_output(f'sha256sum {code}').split()[0] == tampered
             assert not node.package('python3-venv').is_installed
+            if firewalled:
+                assert intruder in node.check_output('nft list set inet llmforge ssh_v4')
+    if firewalled:
+        assert intruder not in node.check_output('nft list set inet llmforge ssh_v4')
     assert node.check_output(f'sha256sum {code}').split()[0] == original
     assert node.package('python3-venv').is_installed
 
