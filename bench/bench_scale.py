@@ -75,7 +75,7 @@ INOTIFY_LIMIT = pathlib.Path('/proc/sys/fs/inotify/max_user_instances')
 
 
 def check_inotify(count: int) -> None:
-    """Stop before starting systemd copies that would exit at once (status 255, no log) for want of inotify instances."""
+    """Stop before starting systemd copies that would exit at once (status 255, no log) for want of inotify."""
     needed = INOTIFY_PER_CONTAINER * (count + 8)
     limit = int(INOTIFY_LIMIT.read_text(encoding='ascii'))
     if limit < needed:
