@@ -83,8 +83,14 @@ def check_inotify(count: int) -> None:
                  f'sysctl -w fs.inotify.max_user_instances={needed}')
 
 
-def start_hosts(count: int, systemd: bool) -> None:
+def start_hosts(count: int, systemd: bool, converged: bool = False) -> None:
     """Start copies 1..count (removing ones of the other kind), one at a time: dockerd is the bottleneck anyway."""
+    if converged:
+        missing = [name(index) for index in range(1, count + 1)
+                   if docker('inspect', '-f', '{{.State.Running}}', name(index), check=False) != 'true']
+        if missing:
+            sys.exit(f'--converged: {len(missing)} copies are not running ({", ".join(missing[:5])}); run without it')
+        return
     if systemd:
         check_inotify(count)
     for index in range(1, count + 1):
@@ -100,7 +106,8 @@ def start_hosts(count: int, systemd: bool) -> None:
     stopped = [name(index) for index in range(1, count + 1)
                if docker('inspect', '-f', '{{.State.Running}}', name(index), check=False) != 'true']
     if stopped:
-        sys.exit(f'{len(stopped)} copies exited after their start ({", ".join(stopped[:5])}...): `docker logs` them')
+        more = '...' if len(stopped) > 5 else ''
+        sys.exit(f'{len(stopped)} copies exited after their start ({", ".join(stopped[:5])}{more}): `docker logs` them')
 
 
 def remove_hosts() -> None:
@@ -185,7 +192,7 @@ def main() -> None:
     results: dict[str, list[tuple[int, float]]] = {}
     try:
         for kind in kinds:
-            start_hosts(max(sizes), systemd=kind == 'compute')
+            start_hosts(max(sizes), systemd=kind == 'compute', converged=kind == 'compute' and args.converged)
             if kind == 'compute' and not args.converged:
                 converge(inventory, env)
             for size in sizes:
