@@ -68,8 +68,9 @@ def make_image(rebuild: bool) -> None:
     docker('commit', 'gpu1', IMAGE)
 
 
-# systemd takes about 9 inotify instances per container (measured: 15 copies beside the demo's 7 containers used up
-# the default 128); the limit is per user, and every container's systemd runs as the host's root.
+# systemd holds about 6 inotify instances per container (counted in gpu1, ctl1, login1 and a copy; 15 copies beside
+# the demo's 7 containers used up the default 128); the limit is per user, and every container's systemd runs as the
+# host's root. 16 leaves room for the demo's and the copies' other services.
 INOTIFY_PER_CONTAINER = 16
 INOTIFY_LIMIT = pathlib.Path('/proc/sys/fs/inotify/max_user_instances')
 
@@ -83,11 +84,16 @@ def check_inotify(count: int) -> None:
                  f'sysctl -w fs.inotify.max_user_instances={needed}')
 
 
+def not_running(count: int) -> list[str]:
+    """The copies among 1..count that are not running."""
+    return [name(index) for index in range(1, count + 1)
+            if docker('inspect', '-f', '{{.State.Running}}', name(index), check=False) != 'true']
+
+
 def start_hosts(count: int, systemd: bool, converged: bool = False) -> None:
     """Start copies 1..count (removing ones of the other kind), one at a time: dockerd is the bottleneck anyway."""
     if converged:
-        missing = [name(index) for index in range(1, count + 1)
-                   if docker('inspect', '-f', '{{.State.Running}}', name(index), check=False) != 'true']
+        missing = not_running(count)
         if missing:
             sys.exit(f'--converged: {len(missing)} copies are not running ({", ".join(missing[:5])}); run without it')
         return
@@ -103,8 +109,7 @@ def start_hosts(count: int, systemd: bool, converged: bool = False) -> None:
         options = [*SYSTEMD_CONTAINER, '-v', f'{SHARED_VOLUME}:/shared:rw'] if systemd else []
         docker('run', '-d', '--name', name(index), '--hostname', host(index), '--network', NETWORK,
                *options, IMAGE, *command)
-    stopped = [name(index) for index in range(1, count + 1)
-               if docker('inspect', '-f', '{{.State.Running}}', name(index), check=False) != 'true']
+    stopped = not_running(count)
     if stopped:
         more = '...' if len(stopped) > 5 else ''
         sys.exit(f'{len(stopped)} copies exited after their start ({", ".join(stopped[:5])}{more}): `docker logs` them')

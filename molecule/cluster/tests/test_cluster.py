@@ -125,11 +125,9 @@ def test_rerun_finds_drift_in_check_mode_then_restores_it_and_changes_nothing_el
     # A hand edit inside the firewall's table: an address let in to SSH. The file on disk is unchanged, so only the
     # comparison of the loaded table with what the unit loaded finds it (and the handler reloads the file).
     intruder = '192.0.2.99'
-    firewalled = node.run('nft list table inet llmforge').rc == 0
-    if firewalled:
-        node.check_output(f'nft add element inet llmforge ssh_v4 {{ {intruder} }}')
-        assert intruder in node.check_output('nft list set inet llmforge ssh_v4')
-        expected |= {'Compare the loaded table with the ruleset the unit loaded', 'Load the host firewall'}
+    node.check_output(f'nft add element inet llmforge ssh_v4 {{ {intruder} }}')
+    assert intruder in node.check_output('nft list set inet llmforge ssh_v4')
+    expected |= {'Compare the loaded table with the ruleset the unit loaded', 'Load the host firewall'}
     # Each site run costs minutes: molecule/cluster makes the real re-run (LLMFORGE_CHECK_MODE_RUN=0), which also
     # proves idempotence with directory users and a login node, and molecule/cluster_debian12 both (check mode runs
     # the same tasks on every OS).
@@ -150,10 +148,8 @@ def test_rerun_finds_drift_in_check_mode_then_restores_it_and_changes_nothing_el
             assert '# tampered' in result.stdout, result.stdout[-5000:]
             assert node.check_output(f'sha256sum {code}').split()[0] == tampered
             assert not node.package('python3-venv').is_installed
-            if firewalled:
-                assert intruder in node.check_output('nft list set inet llmforge ssh_v4')
-    if firewalled:
-        assert intruder not in node.check_output('nft list set inet llmforge ssh_v4')
+            assert intruder in node.check_output('nft list set inet llmforge ssh_v4')
+    assert intruder not in node.check_output('nft list set inet llmforge ssh_v4')
     assert node.check_output(f'sha256sum {code}').split()[0] == original
     assert node.package('python3-venv').is_installed
 
