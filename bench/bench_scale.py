@@ -109,6 +109,11 @@ def start_hosts(count: int, systemd: bool, converged: bool = False) -> None:
         options = [*SYSTEMD_CONTAINER, '-v', f'{SHARED_VOLUME}:/shared:rw'] if systemd else []
         docker('run', '-d', '--name', name(index), '--hostname', host(index), '--network', NETWORK,
                *options, IMAGE, *command)
+    if systemd:
+        # Until a copy's systemd has booted, systemd-tmpfiles may empty /tmp under a module that runs there (seen:
+        # setup's payload zip gone mid-run on the last copies started), as the scenarios' prepare waits too.
+        for index in range(1, count + 1):
+            docker('exec', name(index), 'timeout', '300', 'systemctl', 'is-system-running', '--wait', check=False)
     stopped = not_running(count)
     if stopped:
         more = '...' if len(stopped) > 5 else ''
@@ -141,9 +146,9 @@ def timed(argv: list[str], log_path: pathlib.Path, env: dict[str, str]) -> tuple
 
 
 def converge(inventory: pathlib.Path, env: dict[str, str]) -> None:
-    """site.yml on the demo and the copies, untimed, so that slurm.conf lists them. Tried twice: with 68 hosts on 2
-    cores one host's fact gathering was seen to fail once (its module's Python found no ansible.module_utils), and
-    the firewall's preflight then stops the play for every host, as it must without that host's address."""
+    """site.yml on the demo and the copies, untimed, so that slurm.conf lists them. Tried twice: a host whose fact
+    gathering fails (seen on copies whose systemd was still booting, before start_hosts waited for it) makes the
+    firewall's preflight stop the play for every host, as it must without that host's address."""
     argv = ['ansible-playbook', 'playbooks/site.yml', '-i', 'inventories/demo', '-i', str(inventory), *COMPUTE_VARS]
     for attempt in (1, 2):
         print(f'converging the copies into the cluster (untimed), try {attempt}', flush=True)
