@@ -90,6 +90,16 @@ def not_running(count: int) -> list[str]:
             if docker('inspect', '-f', '{{.State.Running}}', name(index), check=False) != 'true']
 
 
+def make_gpu_device_nodes(count: int) -> None:
+    """gpu1's /dev/nvidia* nodes in each copy, as the driver's module makes them at boot: a container's /dev is not in
+    its image, and without them slurm_node rightly refuses a node whose gpu_count has no devices."""
+    nodes = docker('exec', 'gpu1', 'sh', '-c', "stat -c '%n %t %T %a' /dev/nvidia*").splitlines()
+    script = '; '.join(f'[ -e {path} ] || mknod -m {mode} {path} c {int(major, 16)} {int(minor, 16)}'
+                       for path, major, minor, mode in (line.split() for line in nodes))
+    for index in range(1, count + 1):
+        docker('exec', name(index), 'sh', '-c', script)
+
+
 def start_hosts(count: int, systemd: bool, converged: bool = False) -> None:
     """Start copies 1..count (removing ones of the other kind), one at a time: dockerd is the bottleneck anyway."""
     if converged:
@@ -110,6 +120,7 @@ def start_hosts(count: int, systemd: bool, converged: bool = False) -> None:
         docker('run', '-d', '--name', name(index), '--hostname', host(index), '--network', NETWORK,
                *options, IMAGE, *command)
     if systemd:
+        make_gpu_device_nodes(count)
         # Until a copy's systemd has booted, systemd-tmpfiles may empty /tmp under a module that runs there (seen:
         # setup's payload zip gone mid-run on the last copies started), as the scenarios' prepare waits too.
         for index in range(1, count + 1):
