@@ -18,9 +18,9 @@ same docker connection as the demo. Each size runs against the first N copies:
             run systemd here (the options of molecule/cluster) and are first converged into the cluster once,
             untimed: slurm.conf then lists them (topology.conf under a switch of their own: the demo's simulated
             fabric shows gpu1 and gpu2 only). Slow on a 2-core machine (the converge of 64 copies and the demo took
-            about half an hour); off unless asked for. 64 systemd containers need more inotify instances than
-            Linux's default 128 (the bench says how many and stops before starting them); --keep and then
-            --converged measure again without converging again.
+            35 min to reach the compute play); off unless asked for. 64 systemd containers need more inotify
+            instances than Linux's default 128 (the bench says how many and stops before starting them); --keep and
+            then --converged measure again without converging again.
 
 Figures: wall time per run and its median, the median per host, and the ratio to ping at the same size. A least
 squares line through the medians (t = a + b·N) extrapolates to 1,000 and 4,096 hosts for this controller.
@@ -93,6 +93,8 @@ def not_running(count: int) -> list[str]:
 def make_gpu_device_nodes(count: int) -> None:
     """gpu1's /dev/nvidia* nodes in each copy, as the driver's module makes them at boot: a container's /dev is not in
     its image, and without them slurm_node rightly refuses a node whose gpu_count has no devices."""
+    if docker('inspect', '-f', '{{.State.Running}}', 'gpu1', check=False) != 'true':
+        sys.exit('the demo cluster is not up (container gpu1): run `make demo` first')
     nodes = docker('exec', 'gpu1', 'sh', '-c', "stat -c '%n %t %T %a' /dev/nvidia*").splitlines()
     script = '; '.join(f'[ -e {path} ] || mknod -m {mode} {path} c {int(major, 16)} {int(minor, 16)}'
                        for path, major, minor, mode in (line.split() for line in nodes))
@@ -119,16 +121,16 @@ def start_hosts(count: int, systemd: bool, converged: bool = False) -> None:
         options = [*SYSTEMD_CONTAINER, '-v', f'{SHARED_VOLUME}:/shared:rw'] if systemd else []
         docker('run', '-d', '--name', name(index), '--hostname', host(index), '--network', NETWORK,
                *options, IMAGE, *command)
+    stopped = not_running(count)
+    if stopped:
+        more = '...' if len(stopped) > 5 else ''
+        sys.exit(f'{len(stopped)} copies exited after their start ({", ".join(stopped[:5])}{more}): `docker logs` them')
     if systemd:
         make_gpu_device_nodes(count)
         # Until a copy's systemd has booted, systemd-tmpfiles may empty /tmp under a module that runs there (seen:
         # setup's payload zip gone mid-run on the last copies started), as the scenarios' prepare waits too.
         for index in range(1, count + 1):
             docker('exec', name(index), 'timeout', '300', 'systemctl', 'is-system-running', '--wait', check=False)
-    stopped = not_running(count)
-    if stopped:
-        more = '...' if len(stopped) > 5 else ''
-        sys.exit(f'{len(stopped)} copies exited after their start ({", ".join(stopped[:5])}{more}): `docker logs` them')
 
 
 def remove_hosts() -> None:
