@@ -17,7 +17,7 @@ import urllib.parse
 import pytest
 import yaml
 
-from scenario_helpers import PROJECT, docker_hosts, reach, wait_for
+from scenario_helpers import PROJECT, docker_hosts, reach, recaps, wait_for
 
 MONITOR = 'mon1'
 NODES = ('node1', 'node2')
@@ -544,8 +544,10 @@ def test_check_mode_on_the_converged_hosts_reports_no_change():
     assert BMC_PASSWORD not in result.stdout + result.stderr, 'the BMC password is in the output'
 
 
-def run_firewall(tmp_path, enabled: str) -> str:
-    """The firewall role alone on the scenario's hosts, firewall_enabled set per host by the expression `enabled`."""
+def run_firewall(tmp_path, enabled: str) -> tuple[dict[str, int], str]:
+    """The firewall role alone on the scenario's hosts, firewall_enabled set per host by the expression `enabled`
+    (the role's lookups run once, on the first host: mon1, which keeps it on). Returns changed per host and the
+    output."""
     inventory = os.path.dirname(os.environ['MOLECULE_INVENTORY_FILE'])
     playbook = tmp_path / 'firewall.yml'
     playbook.write_text(yaml.safe_dump([{
@@ -555,37 +557,39 @@ def run_firewall(tmp_path, enabled: str) -> str:
     result = subprocess.run(
         ['ansible-playbook', str(playbook), '-i', inventory], cwd=PROJECT, capture_output=True, text=True,
         timeout=600, check=False, env=dict(os.environ, ANSIBLE_FORCE_COLOR='0', ANSIBLE_NOCOLOR='1'))
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return result.stdout
-
-
-def recap_changed(output: str) -> dict[str, int]:
-    return {match.group(1): int(match.group(2))
-            for match in re.finditer(r'^(\S+)\s+: ok=\d+\s+changed=(\d+)', output, re.MULTILINE)}
+    output = result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.returncode == 0, output
+    changed = {host: counters['changed'] for host, counters in recaps(result).items()}
+    assert set(changed) == set(ALL_HOSTS), output
+    return changed, output
 
 
 def test_firewall_off_removes_table_unit_and_record_then_on_restores_them(hosts, tmp_path):
     """firewall_enabled false on node2 removes its table, its unit, its ruleset and the unit's record of the loaded
-    table, and leaves the other hosts alone; true again loads the same table and records it as loaded. Last: the
-    tests before it expect the firewall on."""
+    table (also a record left behind once the unit is gone), and leaves the other hosts alone; true again loads the
+    same table and records it as loaded. Last: the tests before it expect the firewall on."""
     node = hosts['node2']
     unit, record = '/etc/systemd/system/llmforge-firewall.service', '/run/llmforge-firewall.nft'
     listing = 'nft -s list table inet llmforge'
+    off = "inventory_hostname != 'node2'"
     before = node.check_output(listing)
     try:
-        output = run_firewall(tmp_path, "inventory_hostname != 'node2'")
-        changed = recap_changed(output)
+        changed, output = run_firewall(tmp_path, off)
         assert changed['mon1'] == changed['node1'] == 0 and changed['node2'] >= 2, output
         assert 'table inet llmforge' not in node.check_output('nft list tables')
         for path in (unit, record, '/etc/nftables.d/llmforge.nft'):
             assert not node.file(path).exists, path
         assert reach(hosts['node1'], ADDRESSES['node2'], 9100) == 'open'
         assert reach(hosts['node2'], ADDRESSES['node1'], 9100) == 'filtered'
-        assert recap_changed(run_firewall(tmp_path, "inventory_hostname != 'node2'")) == {
-            'mon1': 0, 'node1': 0, 'node2': 0}
+        # A record whose unit is already gone (its ExecStop removes it otherwise).
+        node.check_output('touch %s', record)
+        changed, output = run_firewall(tmp_path, off)
+        assert changed['mon1'] == changed['node1'] == 0 and changed['node2'] >= 1, output
+        assert not node.file(record).exists
+        changed, output = run_firewall(tmp_path, off)
+        assert changed == {'mon1': 0, 'node1': 0, 'node2': 0}, output
     finally:
-        output = run_firewall(tmp_path, 'true')
-    changed = recap_changed(output)
+        changed, output = run_firewall(tmp_path, 'true')
     assert changed['mon1'] == changed['node1'] == 0 and changed['node2'] >= 1, output
     assert node.check_output(listing) == before
     assert node.check_output('cat %s', record) == before
