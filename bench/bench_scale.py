@@ -59,11 +59,20 @@ def host(index: int) -> str:
     return f'scale{index:03d}'
 
 
+def running(container: str) -> bool:
+    return docker('inspect', '-f', '{{.State.Running}}', container, check=False) == 'true'
+
+
+def require_demo() -> None:
+    """Stop unless the demo's gpu1, which the copies are made from, is up."""
+    if not running('gpu1'):
+        sys.exit('the demo cluster is not up (container gpu1): run `make demo` first')
+
+
 def make_image(rebuild: bool) -> None:
     if docker('images', '-q', IMAGE) and not rebuild:
         return
-    if docker('inspect', '-f', '{{.State.Running}}', 'gpu1', check=False) != 'true':
-        sys.exit('the demo cluster is not up (container gpu1): run `make demo` first')
+    require_demo()
     print(f'committing gpu1 as {IMAGE}', flush=True)
     docker('commit', 'gpu1', IMAGE)
 
@@ -86,15 +95,13 @@ def check_inotify(count: int) -> None:
 
 def not_running(count: int) -> list[str]:
     """The copies among 1..count that are not running."""
-    return [name(index) for index in range(1, count + 1)
-            if docker('inspect', '-f', '{{.State.Running}}', name(index), check=False) != 'true']
+    return [name(index) for index in range(1, count + 1) if not running(name(index))]
 
 
 def make_gpu_device_nodes(count: int) -> None:
     """gpu1's /dev/nvidia* nodes in each copy, as the driver's module makes them at boot: a container's /dev is not in
     its image, and without them slurm_node rightly refuses a node whose gpu_count has no devices."""
-    if docker('inspect', '-f', '{{.State.Running}}', 'gpu1', check=False) != 'true':
-        sys.exit('the demo cluster is not up (container gpu1): run `make demo` first')
+    require_demo()
     nodes = docker('exec', 'gpu1', 'sh', '-c', "stat -c '%n %t %T %a' /dev/nvidia*").splitlines()
     script = '; '.join(f'[ -e {path} ] || mknod -m {mode} {path} c {int(major, 16)} {int(minor, 16)}'
                        for path, major, minor, mode in (line.split() for line in nodes))
