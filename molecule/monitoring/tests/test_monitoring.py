@@ -545,13 +545,14 @@ def test_check_mode_on_the_converged_hosts_reports_no_change():
 
 
 def run_firewall(tmp_path, enabled: str) -> tuple[dict[str, int], str]:
-    """The firewall role alone on the scenario's hosts, firewall_enabled set per host by the expression `enabled`
-    (the role's lookups run once, on the first host: mon1, which keeps it on). Returns changed per host and the
-    output."""
+    """The firewall role alone on the scenario's hosts, firewall_enabled set per host by the expression `enabled`.
+    The hosts go in reverse order, so that the role's lookups, which run once on the play's first host, run on node2,
+    whose firewall the test turns off while the others keep theirs. Returns changed per host and the output."""
     inventory = os.path.dirname(os.environ['MOLECULE_INVENTORY_FILE'])
     playbook = tmp_path / 'firewall.yml'
     playbook.write_text(yaml.safe_dump([{
-        'name': 'The host firewall', 'hosts': 'cluster', 'become': True, 'gather_facts': True,
+        'name': 'The host firewall', 'hosts': 'cluster', 'order': 'reverse_inventory', 'become': True,
+        'gather_facts': True,
         'vars': {'firewall_enabled': '{{ %s }}' % enabled},
         'roles': [{'role': 'llmforge.cluster.firewall'}]}]), encoding='utf-8')
     result = subprocess.run(
