@@ -29,11 +29,15 @@ trap 'rm -rf "$workdir"' EXIT
 packages=python3,python3-apt,systemd,systemd-sysv,dbus,iproute2,procps,ca-certificates,gnupg,sudo,less
 
 echo "build-image: bootstrapping $suite into a rootfs tarball"
-# The hooks run in mmdebstrap's shell, where $1 is the new root: single quotes are meant.
+# The hooks run in mmdebstrap's shell, where $1 is the new root: single quotes are meant. dpkg in the containers
+# skips its fsync calls (force-unsafe-io), as in Debian's own container images: a container's files do not outlive
+# a crash of its host anyway, and the installs of every converge are faster (apt-get install of the demo's GPU-node
+# package set, two fresh containers side by side on a loaded machine: 726 s with it, 820 s without).
 # shellcheck disable=SC2016
 mmdebstrap --variant=minbase --include="$packages" \
     --customize-hook='rm -f "$1"/etc/machine-id "$1"/var/lib/dbus/machine-id; touch "$1"/etc/machine-id' \
     --customize-hook='for u in getty@tty1 console-getty systemd-networkd-wait-online; do chroot "$1" systemctl mask $u.service >/dev/null 2>&1 || true; done' \
+    --customize-hook='echo force-unsafe-io >"$1"/etc/dpkg/dpkg.cfg.d/docker-apt-speedup' \
     "$suite" "$workdir/rootfs.tar"
 
 docker import \
