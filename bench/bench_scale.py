@@ -17,8 +17,8 @@ same docker connection as the demo. Each size runs against the first N copies:
 - compute:  site.yml limited to the copies, every play that targets GPU nodes, as an idempotent re-run. The copies
             run systemd here (the options of molecule/cluster) and are first converged into the cluster once,
             untimed: slurm.conf then lists them (topology.conf under a switch of their own: the demo's simulated
-            fabric shows gpu1 and gpu2 only). Slow on a 2-core machine (the converge of 64 copies and the demo took
-            35 min to reach the compute play); off unless asked for. 64 systemd containers need more inotify
+            fabric shows gpu1 and gpu2 only). Slow on a 2-core machine (64 copies: 12 min to boot, 47 min for the
+            converge with the demo, 39.5 min for the timed re-run); off unless asked for. 64 systemd containers need more inotify
             instances than Linux's default 128 (the bench says how many and stops before starting them); --keep and
             then --converged measure again without converging again.
 
