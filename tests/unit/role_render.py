@@ -94,6 +94,7 @@ def _main() -> None:  # pragma: no cover - runs in the child process
     def templar_for(host: str, extra: t.Optional[dict[str, t.Any]] = None) -> Templar:
         variables = {**defaults, **hostvars[host], **role_vars, **facts[host], **request['extra_vars'], **(extra or {}),
                      'hostvars': hostvars, 'groups': groups, 'ansible_play_hosts_all': list(hostvars),
+                     'ansible_play_hosts': list(hostvars),
                      'ansible_check_mode': False, 'ansible_managed': 'Ansible managed'}
         return Templar(loader=loader, variables=variables)
 
@@ -127,6 +128,8 @@ def _main() -> None:  # pragma: no cover - runs in the child process
                 new_facts = {name: value(templar, data) for name, data in args.items()}
                 for target in (list(hostvars) if task.get('run_once') else [host]):
                     facts[target].update(new_facts)
+                    # As in Ansible, a host's facts are seen by the others through hostvars.
+                    hostvars[target].update(new_facts)
                 continue
             that = args['that'] if isinstance(args['that'], list) else [args['that']]
             if not all(true(templar, condition) for condition in that):
