@@ -18,9 +18,9 @@ same docker connection as the demo. Each size runs against the first N copies:
             run systemd here (the options of molecule/cluster) and are first converged into the cluster once,
             untimed: slurm.conf then lists them (topology.conf under a switch of their own: the demo's simulated
             fabric shows gpu1 and gpu2 only). Slow on a 2-core machine (64 copies: 12 min to boot, 47 min for the
-            converge with the demo, 39.5 min for the timed re-run); off unless asked for. 64 systemd containers need more inotify
-            instances than Linux's default 128 (the bench says how many and stops before starting them); --keep and
-            then --converged measure again without converging again.
+            converge with the demo, 39.5 min for the timed re-run); off unless asked for. 64 systemd containers
+            need more inotify instances than Linux's default 128 (the bench says how many and stops before starting
+            them); --keep and then --converged measure again without converging again.
 
 Figures: wall time per run and its median, the median per host, and the ratio to ping at the same size. A least
 squares line through the medians (t = a + b·N) extrapolates to 1,000 and 4,096 hosts for this controller.
