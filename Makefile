@@ -14,7 +14,7 @@ export MOLECULE_IMAGE ?= llmforge/debian13-systemd:latest
 export MOLECULE_IMAGE_DEBIAN12 ?= llmforge/debian12-systemd:latest
 SCENARIOS ?= $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
 
-.PHONY: help venv docker image image-debian12 wheelhouse unit lint sanity build browser molecule test demo demo-down clean
+.PHONY: help venv docker tools image image-debian12 wheelhouse unit lint sanity build browser molecule test demo demo-down clean
 
 help:
 	@echo "make demo       Slurm cluster in local containers (ctl1, gpu1, gpu2, login1; users from ldap1), then a GPU job"
@@ -32,6 +32,11 @@ venv: $(VENV)/.installed
 
 docker:
 	bash scripts/ensure-docker.sh
+
+# The programs the tests run from the distribution (fio, shellcheck, promtool; Chromium for the browser check).
+tools:
+	bash scripts/ensure-test-tools.sh
+	bash scripts/ensure-chromium.sh
 
 image: docker
 	bash molecule/resources/build-image.sh
@@ -59,7 +64,7 @@ lint: venv
 	ansible-lint --profile production
 
 sanity: venv
-	command -v shellcheck >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck >/dev/null; }
+	bash scripts/ensure-test-tools.sh
 	bash scripts/sanity.sh
 
 build: venv
@@ -69,12 +74,15 @@ browser: venv
 	bash scripts/ensure-chromium.sh
 	pytest -q tests/browser
 
-# Every scenario runs (see the script for which run beside which); the target fails if any failed and ends with a
-# table of results.
-molecule: venv image image-debian12 wheelhouse build
+# Every scenario runs (see the script for which run beside which; it makes cluster_debian12's image and wheelhouse
+# while the cluster scenario runs); the target fails if any failed and ends with a table of results.
+molecule: venv image build
 	bash scripts/molecule-all.sh $(SCENARIOS)
 
-test: unit lint sanity build browser molecule
+# unit, lint, sanity and browser run beside the test image's build, the collection's build and the first scenarios
+# (see the script); the target fails if any of them failed.
+test: venv
+	bash scripts/test-all.sh $(SCENARIOS)
 
 demo: venv image
 	bash scripts/demo.sh

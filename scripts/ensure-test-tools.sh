@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The programs the unit tests run for real, from the distribution: fio (storage_bench's tests run it on a temporary
-# directory) and promtool (the alert rules' unit tests), which is taken out of Debian's prometheus package into
-# build/tools without installing the package, so no Prometheus server is started on this machine. Idempotent.
+# The programs the tests run for real, from the distribution: fio (storage_bench's tests run it on a temporary
+# directory), shellcheck (ansible-test sanity) and promtool (the alert rules' unit tests), which is taken out of
+# Debian's prometheus package into build/tools without installing the package, so no Prometheus server is started
+# on this machine. Idempotent.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -18,10 +19,14 @@ update() {
     updated=1
 }
 
-if ! command -v fio >/dev/null 2>&1; then
-    echo "ensure-test-tools: installing fio from the distribution"
+missing=()
+for tool in fio shellcheck; do
+    command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "ensure-test-tools: installing ${missing[*]} from the distribution"
     update
-    "${sudo[@]}" apt-get install -y -qq --no-install-recommends fio >/dev/null
+    "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 if ! command -v promtool >/dev/null 2>&1 && [ ! -x "$tools/usr/bin/promtool" ]; then

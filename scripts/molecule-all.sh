@@ -2,18 +2,21 @@
 # Runs the molecule scenarios named as arguments and ends with one table of their results (and, for a failed
 # scenario, what failed in it: scripts/molecule_failures.py).
 #
-# `cluster` runs alone, its output on the terminal. Then `cluster_debian12` (followed by gpu_driver) runs beside the
-# other single-role scenarios (one after another, their output on the terminal), with its output in its log only. A third stream costs more than
-# it saves: the scenarios are bound by this machine's CPU (Ansible's worker processes, docker exec and the modules'
-# Python in the containers), and with cluster, cluster_debian12 and the role scenarios at once each one took 2 to
-# 2.5 times as long as alone (a site.yml re-run then ran past its 600 s limit). MOLECULE_STREAMS=1 runs every
-# scenario one after another.
+# At most two scenarios run at a time, in two lanes. `cluster` runs first, its output on the terminal; a second lane
+# starts when it reaches its verify step and takes scenarios from a queue (longest first), with their output in
+# their logs only; when `cluster` ends, the first lane takes from the same queue, on the terminal. A third stream
+# costs more than it saves: the scenarios are bound by this machine's CPU (Ansible's worker processes, docker exec
+# and the modules' Python in the containers), and with cluster, cluster_debian12 and the role scenarios converging
+# at once each one took 2 to 2.5 times as long as alone (a site.yml re-run then ran past its 600 s limit).
+# MOLECULE_STREAMS=1 runs every scenario one after another.
 #
 # The cluster scenarios run the installed tarball, not the checkout: molecule would put an exported checkout path
 # first, so they run without ANSIBLE_COLLECTIONS_PATH. The role scenarios keep it: it points at collections/, where
 # the checkout is the collection (molecule's prerun, which would install it into a cache the scenarios share, is
 # off in .config/molecule/config.yml). Each scenario's molecule.yml is merged over .config/molecule/config.yml,
 # named here so that a copy of the repository without .git (where molecule would not look for it) runs the same.
+# What only cluster_debian12 needs, its image and the wheelhouse (`make image-debian12 wheelhouse`), is made in the
+# background while the scenarios before it run: downloads and package unpacking, little CPU.
 # Every scenario runs; the script exits 1 if any failed, after printing the end of each failed scenario's log and
 # the table.
 set -u
@@ -42,46 +45,91 @@ run_scenario() {
     return "$rc"
 }
 
-# run_each [quiet] NAME...: the scenarios one after another, all of them whatever their results.
-run_each() {
-    local quiet=$1 name
-    shift
-    for name in "$@"; do
-        run_scenario "$name" "$quiet"
+# The scenarios after cluster wait in a queue, the longest first (cluster_debian12, monitoring, gpu_driver, then
+# the others in the order given), so that the two lanes end close together whichever scenario takes longer today.
+queue=$logs/queue
+: >"$queue"
+for name in cluster_debian12 monitoring gpu_driver "$@"; do
+    if [[ $name != cluster && " $* " == *" $name "* ]] && ! grep -qx -- "$name" "$queue"; then
+        echo "$name" >>"$queue"
+    fi
+done
+
+# next_scenario: takes the first name off the queue (under a lock: two lanes take from it) and prints it; fails
+# when the queue is empty.
+next_scenario() {
+    local name
+    {
+        flock 9
+        name=$(head -n 1 "$queue")
+        [[ -z $name ]] || sed -i 1d "$queue"
+    } 9>"$queue.lock"
+    [[ -n $name ]] && echo "$name"
+}
+
+# lane [quiet]: the queue's scenarios one after another until it is empty, all of them whatever their results.
+lane() {
+    local name
+    while name=$(next_scenario); do
+        if [[ $name == cluster_debian12 ]] && ! debian12_prepared; then
+            continue
+        fi
+        run_scenario "$name" "${1:-}"
     done
     return 0
 }
 
-cluster=() debian12=() roles=()
-for name in "$@"; do
-    case $name in
-        cluster) cluster=(cluster) ;;
-        cluster_debian12) debian12=(cluster_debian12) ;;
-        *) roles+=("$name") ;;
-    esac
-done
-
-if [[ $streams == 1 ]]; then
-    run_each '' "${cluster[@]}" "${debian12[@]}" "${roles[@]}"
-else
-    run_each '' "${cluster[@]}"
-    # The two lanes of the second half take about as long: cluster_debian12 and then the scenarios named in
-    # MOLECULE_AFTER_DEBIAN12 (gpu_driver by default) in one, the other role scenarios in the other.
-    after=() rest=()
-    for name in "${roles[@]}"; do
-        if ((${#debian12[@]})) && [[ " ${MOLECULE_AFTER_DEBIAN12-gpu_driver} " == *" $name "* ]]; then
-            after+=("$name")
-        else
-            rest+=("$name")
-        fi
+# debian12_prepared: waits for the background `make image-debian12 wheelhouse` (its exit status in a file: the lane
+# that asks may run in a subshell, which cannot wait for its sibling); when it failed, records cluster_debian12 as
+# failed with that make's output as its log.
+debian12_prepared() {
+    local rc
+    until [[ -s $logs/prepare-debian12.rc ]]; do
+        sleep 2
     done
-    pid=
-    if ((${#debian12[@]})); then
-        run_each quiet "${debian12[@]}" "${after[@]}" &
-        pid=$!
+    rc=$(<"$logs/prepare-debian12.rc")
+    if [[ $rc != 0 ]]; then
+        cp "$logs/prepare-debian12.log" "$logs/cluster_debian12.log"
+        echo "== make image-debian12 wheelhouse failed (rc $rc): cluster_debian12 not run; see $logs/prepare-debian12.log"
+        printf '%s %s %s\n' cluster_debian12 "$rc" 0 >>"$logs/results"
+        return 1
     fi
-    run_each '' "${rest[@]}"
-    [[ -n $pid ]] && wait "$pid"
+}
+
+rm -f "$logs/prepare-debian12.rc"
+if grep -qx cluster_debian12 "$queue"; then
+    {
+        make --no-print-directory image-debian12 wheelhouse >"$logs/prepare-debian12.log" 2>&1
+        echo $? >"$logs/prepare-debian12.rc"
+    } &
+fi
+
+cluster=
+[[ " $* " == *" cluster "* ]] && cluster=1
+if [[ $streams == 1 ]]; then
+    [[ -z $cluster ]] || run_scenario cluster
+    lane
+elif [[ -z $cluster ]]; then
+    lane quiet &
+    lane
+    wait
+else
+    # The second lane starts when the cluster scenario reaches its verify step (MOLECULE_SECOND_LANE=verify, the
+    # default) or when it has ended (=end). Its verify waits for jobs, timers and drains most of the time: about
+    # half of this machine's CPU is idle then, and the first scenario of the queue takes it.
+    rm -f "$logs/cluster.log" "$logs/cluster.ended"
+    {
+        until [[ -e $logs/cluster.ended ]] || { [[ ${MOLECULE_SECOND_LANE:-verify} == verify ]] \
+            && grep -aq 'verify.*Executing' "$logs/cluster.log" 2>/dev/null; }; do
+            sleep 5
+        done
+        lane quiet
+    } &
+    second=$!
+    run_scenario cluster
+    touch "$logs/cluster.ended"
+    lane
+    wait "$second"
 fi
 
 failed=0
