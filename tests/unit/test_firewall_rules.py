@@ -176,6 +176,19 @@ def test_explicit_addresses_serve_hosts_without_facts():
     assert '10.10.9.9' in parse(result['hosts']['gpu1'])[0]['trusted_v4']
 
 
+def test_the_play_s_first_host_with_its_firewall_off_leaves_the_others_their_rules():
+    # The address lookups run once, on the play's first host (ctl1): with its firewall off they still run for the
+    # hosts that keep theirs.
+    inv = inventory(cluster_networks=NETWORKS, cluster_admin_cidrs=ADMIN)
+    inv['hosts']['ctl1']['firewall_enabled'] = False
+    result = render('firewall', 'llmforge.nft.j2', inv)
+    assert 'error' not in result, result['error']
+    sets, _rules = parse(result['hosts']['gpu1'])
+    assert sorted(sets['trusted_v4']) == sorted(list(MANAGEMENT.values()) + ['10.20.0.0/16', '10.30.0.0/16'])
+    assert sets['ssh_v4'] == ['10.10.0.4', '10.10.0.2']
+    assert parse(result['hosts']['login1'])[0]['monitoring_v4'] == ['10.10.0.3']
+
+
 def test_a_host_without_an_address_stops_the_play_named():
     inv = inventory(cluster_networks=NETWORKS)
     inv['hosts']['gpu2']['ansible_facts']['all_ipv4_addresses'] = ['192.168.7.2']
