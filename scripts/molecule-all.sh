@@ -2,12 +2,13 @@
 # Runs the molecule scenarios named as arguments and ends with one table of their results (and, for a failed
 # scenario, what failed in it: scripts/molecule_failures.py).
 #
-# At most two scenarios run at a time, in two lanes. `cluster` runs first, its output on the terminal; a second lane
-# starts when it reaches its verify step and takes scenarios from a queue (longest first), with their output in
-# their logs only; when `cluster` ends, the first lane takes from the same queue, on the terminal. A third stream
-# costs more than it saves: the scenarios are bound by this machine's CPU (Ansible's worker processes, docker exec
-# and the modules' Python in the containers), and with cluster, cluster_debian12 and the role scenarios converging
-# at once each one took 2 to 2.5 times as long as alone (a site.yml re-run then ran past its 600 s limit).
+# `cluster` runs first, its output on the terminal; a second lane starts when it reaches its verify step and takes
+# scenarios from a queue (longest first), with their output in their logs only; when `cluster` ends, the first lane
+# takes from the same queue, on the terminal, and a third lane (quiet) beside it. Three at a time only then: the
+# scenarios are bound by this machine's CPU (Ansible's worker processes, docker exec and the modules' Python in the
+# containers), and with cluster, cluster_debian12 and the role scenarios converging at once each one took 2 to 2.5
+# times as long as alone (a site.yml re-run then ran past its 600 s limit); the role scenarios left at the end are
+# short and half their time waits for containers and systemd (two lanes kept the machine ~67 % busy then).
 # MOLECULE_STREAMS=1 runs every scenario one after another.
 #
 # The cluster scenarios run the installed tarball, not the checkout: molecule would put an exported checkout path
@@ -128,8 +129,10 @@ else
     second=$!
     run_scenario cluster
     touch "$logs/cluster.ended"
+    lane quiet &
+    third=$!
     lane
-    wait "$second"
+    wait "$second" "$third"
 fi
 
 failed=0

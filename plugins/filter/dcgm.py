@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmforge.cluster.plugins.module_utils import _dcgm_diag as dcgm
-from ansible_collections.llmforge.cluster.plugins.module_utils import _dcgm_quarantine as quarantine
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
+
+dcgm = module_utils('_dcgm_diag')
+quarantine = module_utils('_dcgm_quarantine')
 
 FAST_RESULT = '__validate_dcgm_fast'
 LONG_RESULT = '__validate_dcgm_long'

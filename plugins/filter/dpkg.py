@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmforge.cluster.plugins.module_utils import _dpkg
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
+
+_dpkg = module_utils('_dpkg')
 
 
 def dpkg_packages(text):

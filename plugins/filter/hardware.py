@@ -8,7 +8,9 @@ import typing as t
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmforge.cluster.plugins.module_utils import _hardware
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
+
+_hardware = module_utils('_hardware')
 
 
 def hardware_problems(values, host):

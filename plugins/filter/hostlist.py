@@ -14,7 +14,9 @@ import typing as t
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmforge.cluster.plugins.module_utils import _hostlist
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
+
+_hostlist = module_utils('_hostlist')
 
 
 def _plain_type_name(value: object) -> str:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmforge.cluster.plugins.module_utils import _ipoib
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
+
+_ipoib = module_utils('_ipoib')
 
 
 def ipoib_addresses(networks, hostvars, hosts, host=None, host_offset=1, mtu=4092, mode='datagram', group='cluster'):

@@ -12,8 +12,10 @@ import typing as t
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmforge.cluster.plugins.module_utils import _checkpoint_prune as prune
-from ansible_collections.llmforge.cluster.plugins.module_utils import _lustre as lustre
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
+
+prune = module_utils('_checkpoint_prune')
+lustre = module_utils('_lustre')
 
 
 def _wrap(func: t.Callable[..., t.Any], *args: t.Any, **kwargs: t.Any) -> t.Any:
@@ -42,8 +44,12 @@ def lustre_lnet_networks(networks, ipoib_networks=None):
     return _wrap(lustre.check_networks, networks, _ipoib_interfaces(ipoib_networks))
 
 
-def lustre_mounts(mounts, networks, default_options=lustre.DEFAULT_MOUNT_OPTIONS, automount=True):
-    """lustre_client_mounts checked, each with its fstab source and options; networks from lustre_lnet_networks."""
+def lustre_mounts(mounts, networks, default_options=None, automount=True):
+    """lustre_client_mounts checked, each with its fstab source and options; networks from lustre_lnet_networks.
+
+    default_options: the mount options of mounts that name none; default, lustre.DEFAULT_MOUNT_OPTIONS.
+    """
+    default_options = lustre.DEFAULT_MOUNT_OPTIONS if default_options is None else default_options
     return _wrap(lustre.check_mounts, mounts, list(networks), list(default_options), bool(automount))
 
 

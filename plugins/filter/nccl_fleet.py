@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmforge.cluster.plugins.module_utils import _nccl_fleet as fleet
-from ansible_collections.llmforge.cluster.plugins.module_utils._report import REGISTERED_VALIDATORS
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
+
+fleet = module_utils('_nccl_fleet')
+report = module_utils('_report')
 
 # GPUs of a node whose inventory does not say (gpu_count).
 DEFAULT_GPU_COUNT = 8
@@ -20,8 +22,13 @@ def _wrap(name, func, *args):
         raise AnsibleFilterError(f'{name}: {err}') from err
 
 
-def nccl_ready_nodes(nodes, hostvars, validators=tuple(REGISTERED_VALIDATORS.values())):
-    """The nodes whose registered validator results (hostvars) are all healthy: the ones NCCL runs on."""
+def nccl_ready_nodes(nodes, hostvars, validators=None):
+    """The nodes whose registered validator results (hostvars) are all healthy: the ones NCCL runs on.
+
+    `validators`: the names of the registered results to require; default, every validator's.
+    """
+    if validators is None:
+        validators = tuple(report.REGISTERED_VALIDATORS.values())
     ready = []
     for node in nodes:
         facts = hostvars[node]

@@ -11,7 +11,9 @@ import typing as t
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmforge.cluster.plugins.module_utils import _networks
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
+
+_networks = module_utils('_networks')
 
 
 def _call(name: str, func: t.Callable[..., t.Any], *args: t.Any) -> t.Any:

@@ -9,11 +9,13 @@ import os
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmforge.cluster.plugins.module_utils import _node_programs
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
 
-# The module_utils directory of the collection Ansible loaded (a checkout's or an installed one's): the same files
-# the modules ship to the nodes.
-MODULE_UTILS_DIR = os.path.dirname(os.path.abspath(_node_programs.__file__))
+_node_programs = module_utils('_node_programs')
+
+# The module_utils directory of the collection Ansible loaded (a checkout's or an installed one's), beside this
+# plugins/filter directory: the same files the modules ship to the nodes.
+MODULE_UTILS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'module_utils')
 
 
 @functools.lru_cache(maxsize=None)

@@ -8,7 +8,9 @@ import typing as t
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmforge.cluster.plugins.module_utils import _report as rep
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
+
+rep = module_utils('_report')
 
 
 def _wrap(name: str, func: t.Callable[..., t.Any], *args: t.Any) -> t.Any:

@@ -9,7 +9,9 @@ from jinja2 import Undefined
 from ansible.errors import AnsibleFilterError
 from ansible.template import AnsibleUndefined, accept_args_markers
 
-from ansible_collections.llmforge.cluster.plugins.module_utils import _secrets
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
+
+_secrets = module_utils('_secrets')
 
 
 @accept_args_markers

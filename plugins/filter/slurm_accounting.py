@@ -4,7 +4,9 @@
 
 from __future__ import annotations
 
-from ansible_collections.llmforge.cluster.plugins.module_utils import _sacctmgr
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
+
+_sacctmgr = module_utils('_sacctmgr')
 
 
 def slurm_accounting_problems(value, variable='slurm_accounting'):

@@ -8,8 +8,10 @@ import typing as t
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmforge.cluster.plugins.module_utils import _slurm_config as cfg
-from ansible_collections.llmforge.cluster.plugins.module_utils._hostlist import compress
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
+
+cfg = module_utils('_slurm_config')
+_hostlist = module_utils('_hostlist')
 
 
 def _host_vars(hostvars: t.Mapping[str, t.Any], host: str) -> t.Mapping[str, t.Any]:
@@ -90,7 +92,7 @@ def _partition_lines(partitions, groups, node_groups):
                 raise ValueError(f"partition '{name}': group '{group}' is not one of slurm_common_node_groups "
                                  f"({', '.join(node_groups)})")
         hosts = [h for h, g in members.items() if g in part_groups] if part_groups else list(members)
-        attrs: dict[str, t.Any] = {'Nodes': compress(hosts)}
+        attrs: dict[str, t.Any] = {'Nodes': _hostlist.compress(hosts)}
         if part.get('default'):
             attrs['Default'] = True
             defaults.append(name)

@@ -6,14 +6,20 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmforge.cluster.plugins.module_utils import _fio as fio
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
+
+fio = module_utils('_fio')
 
 # The inventory variable holding a node's expectations ({scratch_seq_read_mib_s: 2000, ...}).
 EXPECTED_VARIABLE = 'storage_expected'
 
 
-def storage_judge(nodes, hostvars, registered, fraction=fio.DEFAULT_FRACTION, cluster_expected=None):
-    """{nodes: {node: {checks, healthy, profiles}}, cluster: the storage stage} of the nodes' registered results."""
+def storage_judge(nodes, hostvars, registered, fraction=None, cluster_expected=None):
+    """{nodes: {node: {checks, healthy, profiles}}, cluster: the storage stage} of the nodes' registered results.
+
+    fraction: the share of the expected figure a node must reach; default, fio.DEFAULT_FRACTION.
+    """
+    fraction = fio.DEFAULT_FRACTION if fraction is None else fraction
     if isinstance(registered, str):
         registered = [registered]
     try:

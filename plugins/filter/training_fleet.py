@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmforge.cluster.plugins.module_utils import _training_fleet as fleet
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
+
+fleet = module_utils('_training_fleet')
 
 # Where the training_env role installs the trainer, when the node's inventory does not say.
 DEFAULT_ENV_ROOT = '/opt/llmforge/envs'

@@ -1,0 +1,40 @@
+# Copyright: (c) 2026, llmforge.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The collection's module_utils for its filter plugins, imported when a filter first uses one.
+
+To find one filter by name, Ansible imports every filter file of the collection, and it does so again in each worker
+process it forks for a task on a host; collection code is compiled from source on every import (no bytecode cache).
+A filter file that imported its parsing module at the top therefore made every task that uses any llmforge filter
+compile all of them (27 modules, ~8,000 lines, 0.1-0.2 s of CPU per task and host). Through `module_utils(name)`
+only the modules a filter actually calls are imported, once per process.
+"""
+
+from __future__ import annotations
+
+import importlib
+import types
+import typing as t
+
+PACKAGE = 'ansible_collections.llmforge.cluster.plugins.module_utils'
+
+
+class _LazyModule:
+    """Stands for a module_utils module; imports it at the first attribute read and then passes reads to it."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._module: types.ModuleType | None = None
+
+    def __getattr__(self, attr: str) -> t.Any:
+        # Only called for names this object lacks, so never for _name and _module once __init__ set them.
+        if self._module is None:
+            self._module = importlib.import_module(f'{PACKAGE}.{self._name}')
+        return getattr(self._module, attr)
+
+    def __repr__(self) -> str:
+        return f'<module_utils {self._name}, {"imported" if self._module else "not imported yet"}>'
+
+
+def module_utils(name: str) -> t.Any:
+    """The module `plugins/module_utils/<name>.py` of this collection, imported on first use."""
+    return _LazyModule(name)
