@@ -8,7 +8,7 @@ import typing as t
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import UNSET, module_utils
 
 plan = module_utils('_fabric_plan')
 perftest = module_utils('_perftest')
@@ -44,9 +44,9 @@ def perftest_results(client_results, expected_gbps, tolerance=0.9, phase='pairs'
                  lambda: [_judged(r, float(expected_gbps), float(tolerance), phase) for r in client_results])
 
 
-def fabric_plan(nodes, rails, pattern='ring', base_port=None):
+def fabric_plan(nodes, rails, pattern='ring', base_port=UNSET):
     """Rounds of concurrent pair tests (see plan_pairs); base_port defaults to plan.DEFAULT_BASE_PORT."""
-    base_port = plan.DEFAULT_BASE_PORT if base_port is None else base_port
+    base_port = plan.DEFAULT_BASE_PORT if base_port is UNSET else base_port
     return _wrap('fabric_plan', plan.plan_pairs, list(nodes), int(rails), pattern, int(base_port))
 
 
@@ -67,9 +67,9 @@ def fabric_round_commands(round_tests, node, rails, hostvars, perftest='ib_write
     return _wrap('fabric_round_commands', plan.round_commands, round_tests, node, list(rails), addresses, perftest, duration)
 
 
-def fabric_retests(results, base_port=None):
+def fabric_retests(results, base_port=UNSET):
     """Rounds retesting both nodes of each failing pair against a known-good peer (base_port as fabric_plan)."""
-    base_port = plan.DEFAULT_BASE_PORT if base_port is None else base_port
+    base_port = plan.DEFAULT_BASE_PORT if base_port is UNSET else base_port
     return _wrap('fabric_retests', plan.plan_retests, list(results), int(base_port))
 
 

@@ -12,7 +12,7 @@ import typing as t
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import UNSET, module_utils
 
 prune = module_utils('_checkpoint_prune')
 lustre = module_utils('_lustre')
@@ -44,12 +44,12 @@ def lustre_lnet_networks(networks, ipoib_networks=None):
     return _wrap(lustre.check_networks, networks, _ipoib_interfaces(ipoib_networks))
 
 
-def lustre_mounts(mounts, networks, default_options=None, automount=True):
+def lustre_mounts(mounts, networks, default_options=UNSET, automount=True):
     """lustre_client_mounts checked, each with its fstab source and options; networks from lustre_lnet_networks.
 
     default_options: the mount options of mounts that name none; default, lustre.DEFAULT_MOUNT_OPTIONS.
     """
-    default_options = lustre.DEFAULT_MOUNT_OPTIONS if default_options is None else default_options
+    default_options = lustre.DEFAULT_MOUNT_OPTIONS if default_options is UNSET else default_options
     return _wrap(lustre.check_mounts, mounts, list(networks), list(default_options), bool(automount))
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import UNSET, module_utils
 
 fleet = module_utils('_nccl_fleet')
 report = module_utils('_report')
@@ -22,12 +22,12 @@ def _wrap(name, func, *args):
         raise AnsibleFilterError(f'{name}: {err}') from err
 
 
-def nccl_ready_nodes(nodes, hostvars, validators=None):
+def nccl_ready_nodes(nodes, hostvars, validators=UNSET):
     """The nodes whose registered validator results (hostvars) are all healthy: the ones NCCL runs on.
 
     `validators`: the names of the registered results to require; default, every validator's.
     """
-    if validators is None:
+    if validators is UNSET:
         validators = tuple(report.REGISTERED_VALIDATORS.values())
     ready = []
     for node in nodes:

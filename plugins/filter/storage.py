@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import UNSET, module_utils
 
 fio = module_utils('_fio')
 
@@ -14,12 +14,12 @@ fio = module_utils('_fio')
 EXPECTED_VARIABLE = 'storage_expected'
 
 
-def storage_judge(nodes, hostvars, registered, fraction=None, cluster_expected=None):
+def storage_judge(nodes, hostvars, registered, fraction=UNSET, cluster_expected=None):
     """{nodes: {node: {checks, healthy, profiles}}, cluster: the storage stage} of the nodes' registered results.
 
-    fraction: the share of the expected figure a node must reach; default, fio.DEFAULT_FRACTION.
+    fraction: a node fails below this share of the fleet median; default, fio.DEFAULT_FRACTION.
     """
-    fraction = fio.DEFAULT_FRACTION if fraction is None else fraction
+    fraction = fio.DEFAULT_FRACTION if fraction is UNSET else fraction
     if isinstance(registered, str):
         registered = [registered]
     try:

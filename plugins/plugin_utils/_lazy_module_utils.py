@@ -17,6 +17,11 @@ import typing as t
 
 PACKAGE = 'ansible_collections.llmforge.cluster.plugins.module_utils'
 
+# The default of a filter argument whose value is a module_utils constant: the filter reads the constant when it runs
+# (a default expression would import the module when the file loads). Not None, so that an explicit None is still
+# passed on and refused by the check it always met.
+UNSET: t.Any = object()
+
 
 class _LazyModule:
     """Stands for a module_utils module; imports it at the first attribute read and then passes reads to it."""

@@ -21,7 +21,7 @@ PACKAGE = 'ansible_collections.llmforge.cluster.plugins'
 
 
 def lazy_names(path):
-    """The module_utils names a filter file passes to module_utils(), and whether it imports any module_utils."""
+    """The module_utils names a filter file passes to module_utils(), and the module_utils it imports directly."""
     tree = ast.parse(path.read_text(encoding='utf-8'))
     names = [node.args[0].value for node in ast.walk(tree)
              if isinstance(node, ast.Call) and getattr(node.func, 'id', None) == 'module_utils']
@@ -55,3 +55,17 @@ assert loaded == ['{PACKAGE}.module_utils._hostlist'], loaded
     result = subprocess.run([sys.executable, '-c', program], cwd=ROOT, capture_output=True, text=True, check=False,
                             env={'PYTHONPATH': str(ROOT / 'collections'), 'PATH': '/usr/bin:/bin'})
     assert result.returncode == 0, result.stderr
+
+
+def test_an_explicit_none_is_refused_as_before_not_taken_for_the_default():
+    """Defaults read from module_utils at call time (UNSET) leave None to the checks it always met."""
+    from ansible.errors import AnsibleFilterError
+    from ansible_collections.llmforge.cluster.plugins.filter import storage
+
+    with pytest.raises(AnsibleFilterError, match=r'storage_judge: the fleet fraction must be a number .* got None'):
+        storage.storage_judge(['gpu1'], {'gpu1': {}}, ['storage_scratch'], None)
+    from ansible_collections.llmforge.cluster.plugins.module_utils import _fio
+
+    hostvars = {'gpu1': {'storage_scratch': None}}
+    assert storage.storage_judge(['gpu1'], hostvars, ['storage_scratch']) == \
+        storage.storage_judge(['gpu1'], hostvars, ['storage_scratch'], _fio.DEFAULT_FRACTION)
