@@ -9,9 +9,10 @@ installed there), then compare with `python bench/bench_site.py --converge`:
 
 For each cluster host, the package set is what `apt-mark showmanual` lists on the converged container and not on
 a fresh container of the test image. Each run starts one fresh container per host (the options of
-molecule/cluster), then runs `apt-get update && apt-get install -y <that set>` in all of them in parallel and
-times the whole: no configuration, templates, services or checks, only the package manager's work. Packages the
-Debian archive does not hold (the stand-in driver of the demo's local repository) are left out and listed.
+molecule/cluster), then runs `apt-get update && apt-get install -y --no-install-recommends <that set>` (as the
+roles install: common_install_recommends false) in all of them in parallel and times the whole: no configuration,
+templates, services or checks, only the package manager's work. Packages the Debian archive does not hold (the
+stand-in driver of the demo's local repository) are left out and listed.
 """
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ def package_sets() -> dict[str, list[str]]:
 def install(host: str, packages: list[str]) -> float:
     started = time.monotonic()
     proc = docker('exec', '-e', 'DEBIAN_FRONTEND=noninteractive', f'{PREFIX}{host}', 'sh', '-c',
-                  'apt-get update -qq && apt-get install -y -qq "$@" >/dev/null', 'install', *packages, check=False)
+                  'apt-get update -qq && apt-get install -y -qq --no-install-recommends "$@" >/dev/null', 'install',
+                  *packages, check=False)
     if proc.returncode != 0:
         sys.exit(f'apt-get install failed on the fresh {host}: {proc.stderr[-2000:]}')
     return time.monotonic() - started

@@ -104,8 +104,9 @@ def changed_tasks(result, host):
 
 
 def test_rerun_finds_drift_in_check_mode_then_restores_it_and_changes_nothing_else(hosts):
-    """The idempotence proof of the whole site, with drift to find: the health check's code, a package and an element
-    added by hand to the firewall's loaded table on one node.
+    """The idempotence proof of the whole site, with drift to find on one node: the health check's code, a package, an
+    element added by hand to the firewall's loaded table, the munge key's owner and mode, and an OCI bundle whose
+    config.json was emptied and whose rootfs records another tarball.
 
     `--check --diff` reports exactly those and touches nothing; the real re-run restores them. Every other task
     on every host reports ok in both runs, which is what a separate idempotence run would show (the scenario has none).
@@ -128,6 +129,23 @@ def test_rerun_finds_drift_in_check_mode_then_restores_it_and_changes_nothing_el
     node.check_output(f'nft add element inet llmforge ssh_v4 {{ {intruder} }}')
     assert intruder in node.check_output('nft list set inet llmforge ssh_v4')
     expected |= {'Compare the loaded table with the ruleset the unit loaded', 'Load the host firewall'}
+    # The munge key given to root and made world-readable: the key's step gives it back to munge, 0400, and munge
+    # restarts (the handler).
+    key = '/etc/munge/munge.key'
+    key_digest = node.check_output(f'sha256sum {key}').split()[0]
+    node.check_output(f'chown root:root {key} && chmod 0644 {key}')
+    expected |= {'Install the cluster munge key, readable by munge alone', 'Restart munge'}
+    # The bundle "test": config.json emptied, and the checksum recorded at unpack no longer the tarball's, as after a
+    # failed unpack. The rootfs is unpacked again (check mode: it would be removed and the record rewritten; nothing
+    # is unpacked nor are mount points made in a rootfs that check mode did not remove).
+    bundle = '/var/lib/llmforge/containers/test'
+    config = node.check_output(f'sha256sum {bundle}/config.json').split()[0]
+    recorded = node.file(f'{bundle}/.rootfs-checksum').content_string
+    node.check_output(f': > {bundle}/config.json && echo 0000 > {bundle}/.rootfs-checksum')
+    expected |= {'Create the directories and write the OCI configuration of bundle test',
+                 'Remove the previous rootfs of bundle test', 'Record the tarball checksum of bundle test'}
+    unpacked = {'Create the rootfs directory of bundle test', 'Unpack the tarball into the rootfs of bundle test',
+                'Create the mount points in the rootfs of bundle test'}
     # Each site run costs minutes: molecule/cluster makes the real re-run (LLMFORGE_CHECK_MODE_RUN=0), which also
     # proves idempotence with directory users and a login node, and molecule/cluster_debian12 both (check mode runs
     # the same tasks on every OS).
@@ -139,19 +157,28 @@ def test_rerun_finds_drift_in_check_mode_then_restores_it_and_changes_nothing_el
         recap = recaps(result)
         # localhost runs converge.yml's check of which collection copy is used.
         assert set(recap) == set(ALL_HOSTS) | {'localhost'}, result.stdout[-3000:]
-        assert recap[drifted]['changed'] == len(expected), (args, changed_tasks(result, drifted), result.stdout[-5000:])
-        assert all(counters['changed'] == 0 for host, counters in recap.items() if host != drifted), (args, recap)
+        wanted = expected if args else expected | unpacked
         changed = changed_tasks(result, drifted)
-        assert all(any(name in task for task in changed) for name in expected), (args, changed)
+        assert recap[drifted]['changed'] == len(wanted), (args, changed, result.stdout[-5000:])
+        assert all(counters['changed'] == 0 for host, counters in recap.items() if host != drifted), (args, recap)
+        assert all(any(name in task for task in changed) for name in wanted), (args, changed)
         if args:
             # Check mode showed the drift and left it in place.
             assert '# tampered' in result.stdout, result.stdout[-5000:]
             assert node.check_output(f'sha256sum {code}').split()[0] == tampered
             assert not node.package('python3-venv').is_installed
             assert intruder in node.check_output('nft list set inet llmforge ssh_v4')
+            assert node.file(key).user == 'root' and node.file(key).mode == 0o644
+            assert node.file(f'{bundle}/config.json').size == 0
     assert intruder not in node.check_output('nft list set inet llmforge ssh_v4')
     assert node.check_output(f'sha256sum {code}').split()[0] == original
     assert node.package('python3-venv').is_installed
+    assert node.file(key).user == 'munge' and node.file(key).mode == 0o400
+    assert node.check_output(f'sha256sum {key}').split()[0] == key_digest
+    assert node.check_output('munge -n | unmunge').count('STATUS:          Success') == 1
+    assert node.check_output(f'sha256sum {bundle}/config.json').split()[0] == config
+    assert node.file(f'{bundle}/.rootfs-checksum').content_string == recorded
+    assert node.file(f'{bundle}/rootfs/usr/bin/busybox').exists
 
 
 @pytest.mark.parametrize('name', NODES)
