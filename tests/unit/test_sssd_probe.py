@@ -113,5 +113,5 @@ def test_an_offline_directory_is_read_six_times_then_reported_with_what_sssctl_s
 @pytest.mark.parametrize('admin_group', ['hpcadmins', ''])
 def test_offline_is_reported_before_a_missing_group(tmp_path, admin_group):
     """An unreachable directory finds no group either: the message names the connection, not the group."""
-    lines, _ = probe(tmp_path, group_found_on=0, online_on=0, admin_group=bool(admin_group))
+    lines, _calls = probe(tmp_path, group_found_on=0, online_on=0, admin_group=bool(admin_group))
     assert checked(lines, sssd_admin_group=admin_group)['error'].startswith('SSSD on gpu1 is offline')
