@@ -142,8 +142,12 @@ def test_admin_group_logs_in_without_a_job(login, ssh_keys):
 
 def test_ssh_to_the_login_node_needs_no_job(login, ssh_keys):
     assert not jobs_of(login, USER)
-    result = ssh(login, USER, LOGIN, 'hostname')
-    assert result.rc == 0 and result.stdout.strip() == LOGIN, output(result)
+    result = ssh(login, USER, LOGIN, 'hostname; id -u; echo "$XDG_RUNTIME_DIR"; test -d "$XDG_RUNTIME_DIR" && echo ok')
+    assert result.rc == 0, output(result)
+    hostname, uid, runtime_dir, exists = result.stdout.split()
+    assert hostname == LOGIN, output(result)
+    # pam_systemd (libpam-systemd, installed with the SSH server) gives the session its logind runtime directory.
+    assert runtime_dir == f'/run/user/{uid}' and exists == 'ok', output(result)
 
 
 def test_compute_node_sshd_runs_adopt_without_pam_systemd(hosts):
