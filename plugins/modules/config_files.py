@@ -86,6 +86,35 @@ options:
           - Run only for a file whose content changes, and not in check mode. When it fails, no file of the task is
             written and the task fails naming the file and the command's output.
         type: str
+  services:
+    description:
+      - systemd units to keep enabled at boot, running, stopped or masked, once the files are written and removed:
+        the services the files belong to, so that a role's files and services take one step.
+      - One C(systemctl show) reads them all; C(systemctl) then masks, unmasks, enables, disables, starts or stops
+        only the units that differ, each verb once for all its units. Before that, systemd reloads its units
+        (C(daemon-reload)) when this task changed a file under a unit directory (such as V(/etc/systemd/system/)) or a
+        listed unit says its file changed on disk.
+      - A restart for changed files stays with a handler.
+      - In check mode nothing is run but C(systemctl show); a unit systemd does not know yet (an earlier step would
+        have installed it) counts as one to enable or start. Otherwise such a unit fails the task, naming it.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      name:
+        description: The unit; V(.service) is added to a name without a unit suffix.
+        type: str
+        required: true
+      enabled:
+        description: Whether the unit starts at boot; unchanged when omitted.
+        type: bool
+      state:
+        description: V(started) or V(stopped); unchanged when omitted.
+        type: str
+        choices: [started, stopped]
+      masked:
+        description: Whether the unit is masked (nothing can start it); unchanged when omitted.
+        type: bool
 notes:
   - Check mode and diff mode are supported; the diff shows each changed file.
 author:
@@ -93,7 +122,7 @@ author:
 """
 
 EXAMPLES = r"""
-- name: Write slurmd's configuration
+- name: Write slurmd's configuration, then keep slurmd enabled and running
   llmforge.cluster.config_files:
     files:
       - path: /etc/default/slurmd
@@ -101,6 +130,10 @@ EXAMPLES = r"""
       - path: /etc/systemd/system/slurmd.service.d/llmforge.conf
         content: "{{ lookup('ansible.builtin.template', 'slurmd-restart.conf.j2') }}"
         directory_mode: "0755"
+    services:
+      - name: slurmd
+        enabled: true
+        state: started
   register: __example_files
   notify: Restart slurmd
 
@@ -119,6 +152,13 @@ changed_files:
   type: list
   elements: str
   sample: [/etc/default/slurmd]
+changed_services:
+  description: Units of O(services) that were (or in check mode would be) masked, unmasked, enabled, disabled,
+    started or stopped, with their full names, in the order of O(services).
+  returned: always
+  type: list
+  elements: str
+  sample: [slurmd.service]
 """
 
 import os
@@ -127,7 +167,7 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmforge.cluster.plugins.module_utils import _file_tree
+from ansible_collections.llmforge.cluster.plugins.module_utils import _file_tree, _units
 from ansible_collections.llmforge.cluster.plugins.module_utils._module_errors import last_resort
 
 
@@ -159,6 +199,33 @@ def _validate(module: AnsibleModule, field: str, path: str, content: str, comman
                              f"{(err or out).strip()}", **result)
 
 
+def _systemctl(module: AnsibleModule, systemctl: str, args: list[str], result: dict) -> str:
+    """Run `systemctl <args>`; its output, or the task fails naming the command."""
+    returncode, out, err = module.run_command([systemctl] + args)
+    if returncode != 0:
+        module.fail_json(msg=f"services: 'systemctl {' '.join(args)}' failed (rc {returncode}): {(err or out).strip()}",
+                         **result)
+    return out
+
+
+def _ensure_units(module: AnsibleModule, systemctl: str, wanted: list[dict], result: dict) -> list[str]:
+    """Make the units of `wanted` as asked (after a daemon-reload where a unit's file changed); the units changed."""
+    names = [entry['name'] for entry in wanted]
+    show = ['show', '--property=' + ','.join(_units.SHOW_PROPERTIES), '--'] + names
+    try:
+        states = _units.parse_show(_systemctl(module, systemctl, show, result), names)
+        if not module.check_mode and _units.needs_reload(states, result['changed_files']):
+            _systemctl(module, systemctl, ['daemon-reload'], result)
+            states = _units.parse_show(_systemctl(module, systemctl, show, result), names)
+        steps, changed = _units.plan(wanted, states, module.check_mode)
+    except _units.UnitError as err:
+        module.fail_json(msg=str(err), **result)
+    if not module.check_mode:
+        for verb, units in steps:
+            _systemctl(module, systemctl, [verb, '--'] + units, result)
+    return changed
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -178,12 +245,18 @@ def main() -> None:
                 'directory_mode': {'type': 'raw'},
                 'validate': {'type': 'str'},
             }},
+            'services': {'type': 'list', 'elements': 'dict', 'default': [], 'options': {
+                'name': {'type': 'str', 'required': True},
+                'enabled': {'type': 'bool'},
+                'state': {'type': 'str', 'choices': ['started', 'stopped']},
+                'masked': {'type': 'bool'},
+            }},
         },
         supports_check_mode=True,
     )
     files = module.params['files']
     directories = module.params['directories']
-    result = {'changed': False, 'changed_files': []}
+    result = {'changed': False, 'changed_files': [], 'changed_services': []}
     with last_resort(module.fail_json, what='files', **result):
         try:
             directory_own_modes = [_file_tree.octal_mode(entry['mode'], f'directories[{index}].mode')
@@ -193,8 +266,11 @@ def main() -> None:
                                else _file_tree.octal_mode(entry['directory_mode'], f'files[{index}].directory_mode')
                                for index, entry in enumerate(files)]
             changes = {change['path']: change for change in _file_tree.plan_files(files)}
-        except _file_tree.FileTreeError as err:
+            wanted = _units.check_wanted(module.params['services'])
+        except (_file_tree.FileTreeError, _units.UnitError) as err:
             module.fail_json(msg=str(err), **result)
+        # Found before anything is written: a host without systemctl fails with nothing changed.
+        systemctl = module.get_bin_path('systemctl', required=True) if wanted else None
         for index, entry in enumerate(files):
             if entry['validate'] is not None and '%s' not in entry['validate']:
                 module.fail_json(msg=f"files[{index}].validate: '{entry['validate']}' must contain %s (the file to check)",
@@ -259,6 +335,9 @@ def main() -> None:
                     os.unlink(path)
         result['changed_files'] = changed
         result['changed'] = bool(changed)
+        if wanted:
+            result['changed_services'] = _ensure_units(module, systemctl, wanted, result)
+            result['changed'] = bool(changed or result['changed_services'])
         if module._diff:
             result['diff'] = [{'before_header': change['path'], 'after_header': change['path'],
                                'before': change['before'] or '', 'after': change['after']}
