@@ -88,8 +88,8 @@ options:
         type: str
   services:
     description:
-      - systemd units to keep enabled at boot, running, stopped or masked, once the files are written and removed:
-        the services the files belong to, so that a role's files and services take one step.
+      - systemd units to keep enabled at boot, running, stopped or masked, once the files are written and removed
+        (the services the files belong to), so that a role's files and services take one step.
       - One C(systemctl show) reads them all; C(systemctl) then masks, unmasks, enables, disables, starts or stops
         only the units that differ, each verb once for all its units. Before that, systemd reloads its units
         (C(daemon-reload)) when this task changed a file under a unit directory (such as V(/etc/systemd/system/)) or a

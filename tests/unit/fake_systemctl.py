@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: (c) 2026, llmforge.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """A stand-in for systemctl in unit tests: units and their states in the JSON file $FAKE_SYSTEMCTL_STATE, every call
