@@ -94,7 +94,7 @@ def test_the_environment_loads_as_a_module_file(ctl):
 
 
 @pytest.mark.parametrize('name', NODES)
-def test_pytorch_came_in_the_slurm_package_transaction(hosts, name):
+def test_pytorch_and_venv_came_in_the_slurm_package_transaction(hosts, name):
     # slurm_hosts.yml installs the training environment's OS packages in each host's Slurm transaction, in
     # parallel on every host, instead of in a play of their own after the Slurm plays.
     host = hosts[name]
@@ -104,6 +104,9 @@ def test_pytorch_came_in_the_slurm_package_transaction(hosts, name):
     installs = [line for line in history.splitlines() if re.match(r'Install: .*\bpython3-torch:', line)]
     assert len(installs) == 1, f'python3-torch installed in {len(installs)} apt transactions on {name}'
     assert re.search(r'\bslurmd:', installs[0]), f'python3-torch came without slurmd on {name}: {installs[0][:300]}'
+    # Python's venv module too (the first install: the drift test removes it later and the re-run puts it back).
+    venv = next(line for line in history.splitlines() if re.match(r'Install: .*\bpython3-venv:', line))
+    assert venv == installs[0], f'python3-venv came in another apt transaction than PyTorch on {name}: {venv[:300]}'
 
 
 def test_reference_job_trains_on_two_nodes(trained):
