@@ -107,6 +107,10 @@ def test_pytorch_and_venv_came_in_the_slurm_package_transaction(hosts, name):
     # Python's venv module too (the first install: the drift test removes it later and the re-run puts it back).
     venv = next(line for line in history.splitlines() if re.match(r'Install: .*\bpython3-venv:', line))
     assert venv == installs[0], f'python3-venv came in another apt transaction than PyTorch on {name}: {venv[:300]}'
+    # And the compute node's SSH server with pam_slurm_adopt, which slurm_node would otherwise install on its own.
+    ssh = [line for line in history.splitlines() if re.match(r'Install: .*\bopenssh-server:', line)]
+    assert ssh[:1] == installs[:1] and re.search(r'\blibpam-slurm-adopt:', installs[0]), \
+        f'the SSH server or pam_slurm_adopt came in another apt transaction than PyTorch on {name}'
 
 
 def test_reference_job_trains_on_two_nodes(trained):
