@@ -85,7 +85,7 @@ def test_a_unit_whose_file_changed_on_disk_reloads_systemd_before_the_units_are_
     assert systemd.units()['munge.service']['NeedDaemonReload'] == 'no'
 
 
-def test_check_mode_reports_the_drift_runs_only_show_and_counts_an_unknown_unit_as_to_start(tmp_path, systemd):
+def test_check_mode_reports_the_drift_runs_only_show_and_counts_an_unknown_unit_as_to_start(systemd):
     systemd.units({'munge.service': unit('enabled', 'failed', NeedDaemonReload='yes')})
     services = SERVICES[:1] + [{'name': 'slurmd', 'enabled': True, 'state': 'started'}]
     check = run_module('config_files', {'services': services}, check=True, env=systemd.env)
@@ -103,7 +103,7 @@ def test_a_unit_systemd_does_not_know_fails_naming_it_after_the_files_are_writte
     assert result['changed_files'] == [str(tmp_path / 'a')]
 
 
-def test_a_failed_start_fails_the_task_naming_the_command_and_systemds_words(tmp_path, systemd):
+def test_a_failed_start_fails_the_task_naming_the_command_and_systemds_words(systemd):
     systemd.units({'munge.service': unit('enabled', fail_start=True)})
     result = run_module('config_files', {'services': SERVICES[:1]}, env=systemd.env)
     assert result.get('failed') is True
@@ -159,6 +159,13 @@ def test_static_and_activating_units_need_nothing_and_show_output_must_match_the
                        check_mode=False) == ([], [])
     with pytest.raises(_units.UnitError, match=r'systemctl show: 2 blocks for 1 units \(munge.service\)'):
         _units.parse_show(SHOW, ['munge.service'])
+
+
+def test_a_unit_systemd_does_not_know_is_already_stopped_and_disabled():
+    # The pruning timer turned off on a host that never had it: nothing to do, no error.
+    states = {'llmforge-checkpoint-prune.timer': {'LoadState': 'not-found', 'UnitFileState': '', 'ActiveState': 'inactive'}}
+    wanted = _units.check_wanted([{'name': 'llmforge-checkpoint-prune.timer', 'enabled': False, 'state': 'stopped'}])
+    assert _units.plan(wanted, states, check_mode=False) == ([], [])
 
 
 def test_a_unit_file_or_drop_in_among_the_changed_paths_needs_a_reload_other_files_do_not():
