@@ -3,7 +3,7 @@
 """The installed packages of a Debian host, read from dpkg-query's output (standard library only).
 
 `QUERY` is the command the roles run; `parse` turns its output into the structure of Ansible's package_facts
-(``{name: [{'name', 'version', 'arch', 'source'}]}``), so that the code that reads ``ansible_facts['packages']``
+(``{name: [{'name', 'version', 'arch', 'source'}]}``), so that the code that reads ``common_installed_packages``
 reads either. dpkg-query starts in a fraction of the time package_facts needs to open apt's cache.
 """
 

@@ -71,7 +71,7 @@ def test_the_role_runs_the_query_the_parser_reads():
     assert role_vars['_common_dpkg_query'] == _dpkg.QUERY
 
 
-# The converged GPU node's packages (real dpkg-query output), as the roles hold them in ansible_facts['packages'].
+# The converged GPU node's packages (real dpkg-query output), as the roles hold them in common_installed_packages.
 GPU_NODE = _dpkg.parse(FIXTURE.read_text(encoding='utf-8'))
 
 
