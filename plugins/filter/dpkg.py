@@ -1,7 +1,7 @@
 # Copyright: (c) 2026, llmforge.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""dpkg_packages: the installed packages in package_facts' structure; missing_packages: which of a list they lack
-(see module_utils/_dpkg.py)."""
+"""dpkg_packages: the installed packages in package_facts' structure; missing_packages: which of a list they lack;
+dpkg_selections: their dpkg selections (see module_utils/_dpkg.py)."""
 
 from __future__ import annotations
 
@@ -34,8 +34,16 @@ def missing_packages(wanted, installed, version=None):
         raise AnsibleFilterError(f'missing_packages: {err}') from None
 
 
+def dpkg_selections(names, installed):
+    """['<name> <selection>', ...] of the installed instances of `names`, sorted; None when `installed` cannot tell."""
+    try:
+        return _dpkg.selections(names, {} if installed is None else installed)
+    except _dpkg.DpkgError as err:
+        raise AnsibleFilterError(f'dpkg_selections: {err}') from None
+
+
 class FilterModule:
     """Debian package filters."""
 
     def filters(self):
-        return {'dpkg_packages': dpkg_packages, 'missing_packages': missing_packages}
+        return {'dpkg_packages': dpkg_packages, 'missing_packages': missing_packages, 'dpkg_selections': dpkg_selections}

@@ -16,6 +16,10 @@ import typing as t
 QUERY = ['dpkg-query', '--show', '--showformat=${db:Status-Abbrev} ${Package} ${Version} ${Architecture}\\n']
 
 
+# The first letter of the abbreviated status, the package's selection, as dpkg-query's ${db:Status-Want} names it.
+SELECTIONS = {'u': 'unknown', 'i': 'install', 'h': 'hold', 'r': 'deinstall', 'p': 'purge'}
+
+
 class DpkgError(ValueError):
     """A line that is not what QUERY prints."""
 
@@ -24,7 +28,9 @@ def parse(text: str) -> dict[str, list[dict[str, t.Any]]]:
     """The fully installed packages (current status 'i') of dpkg-query's output, by name, as package_facts gives them.
 
     Packages only known to dpkg (removed with their configuration left, half-installed, unpacked but not
-    configured) are left out: an install of them must run. Raises DpkgError naming the line for any other line."""
+    configured) are left out: an install of them must run. Each entry also has its dpkg selection ('install',
+    'hold', ...; apt-mark sets it), which package_facts does not give. Raises DpkgError naming the line for any other
+    line."""
     packages: dict[str, list[dict[str, t.Any]]] = {}
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -35,8 +41,31 @@ def parse(text: str) -> dict[str, list[dict[str, t.Any]]]:
         status, name, version, arch = fields
         if status[1] != 'i':
             continue
-        packages.setdefault(name, []).append({'name': name, 'version': version, 'arch': arch, 'source': 'apt'})
+        packages.setdefault(name, []).append({'name': name, 'version': version, 'arch': arch, 'source': 'apt',
+                                              'selection': SELECTIONS.get(status[0], 'unknown')})
     return packages
+
+
+def selections(names: t.Iterable[str], installed: t.Mapping[str, t.Any]) -> list[str] | None:
+    """'<name> <selection>' of each installed instance of `names`, sorted, as dpkg-query prints them with
+    '${Package} ${db:Status-Want}' (common's hold step), from installed packages `parse` read.
+
+    None when that list cannot tell: a name it does not have (not installed when it was read), or entries without a
+    selection (package_facts')."""
+    if isinstance(names, (str, bytes)) or not isinstance(names, t.Iterable):
+        raise DpkgError(f'the packages must be a list of names, not {type(names).__name__}')
+    if not isinstance(installed, t.Mapping):
+        raise DpkgError(f'the installed packages must be a mapping of names, not {type(installed).__name__}')
+    lines = []
+    for name in names:
+        instances = installed.get(name)
+        if not isinstance(instances, t.Sequence) or isinstance(instances, (str, bytes)) or not instances:
+            return None
+        for instance in instances:
+            if not isinstance(instance, t.Mapping) or not instance.get('selection'):
+                return None
+            lines.append(f"{name} {instance['selection']}")
+    return sorted(lines)
 
 
 def missing(wanted: t.Iterable[str], installed: t.Mapping[str, t.Any], version: str | None = None) -> list[str]:

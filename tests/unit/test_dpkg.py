@@ -19,13 +19,16 @@ REPO = Path(__file__).resolve().parents[2]
 FIXTURE = REPO / 'tests/fixtures/dpkg/debian13-gpu-node.txt'
 dpkg_packages = FilterModule().filters()['dpkg_packages']
 missing_packages = FilterModule().filters()['missing_packages']
+dpkg_selections = FilterModule().filters()['dpkg_selections']
 
 
 def test_a_converged_gpu_node():
     text = FIXTURE.read_text(encoding='utf-8')
     packages = _dpkg.parse(text)
     assert len(packages) == sum(1 for line in text.splitlines() if line[1] == 'i')
-    assert packages['slurmd'] == [{'name': 'slurmd', 'version': '24.11.5-4+deb13u1', 'arch': 'amd64', 'source': 'apt'}]
+    assert packages['slurmd'] == [{'name': 'slurmd', 'version': '24.11.5-4+deb13u1', 'arch': 'amd64', 'source': 'apt',
+                                   'selection': 'install'}]
+    assert packages['libnccl2'][0]['selection'] == 'hold'
     # Held packages are installed too.
     assert packages['libnccl2'][0]['version'] == '2.22.3-1-1'
     assert packages['nvidia-smi'][0]['arch'] == 'all'
@@ -134,3 +137,26 @@ def test_the_missing_packages_filter():
     assert missing_packages(['libnccl2'], GPU_NODE, version='2.22.3-1-1') == []
     with pytest.raises(AnsibleFilterError, match='^missing_packages: the packages to look for must be a list'):
         missing_packages('bash', GPU_NODE)
+
+
+def test_selections_are_what_the_hold_step_would_read_from_dpkg_query():
+    packages = _dpkg.parse(FIXTURE.read_text(encoding='utf-8'))
+    assert dpkg_selections(['nvidia-smi', 'libnccl2', 'slurmd'], packages) == [
+        'libnccl2 hold', 'nvidia-smi hold', 'slurmd install']
+    two_arches = _dpkg.parse('hi  libc6 2.41-12 amd64\nii  libc6 2.41-12 i386\n')
+    assert dpkg_selections(['libc6'], two_arches) == ['libc6 hold', 'libc6 install']
+
+
+def test_selections_cannot_be_told_for_a_package_installed_since_or_from_package_facts():
+    packages = _dpkg.parse('hi  libnccl2 2.22.3-1-1 amd64\n')
+    assert dpkg_selections(['libnccl2', 'libnccl-dev'], packages) is None
+    rpm_facts = {'libnccl': [{'name': 'libnccl', 'version': '2.22.3', 'arch': 'x86_64', 'source': 'rpm'}]}
+    assert dpkg_selections(['libnccl'], rpm_facts) is None
+    assert dpkg_selections([], None) == []
+
+
+def test_selections_name_bad_input():
+    with pytest.raises(AnsibleFilterError, match='^dpkg_selections: the packages must be a list'):
+        dpkg_selections('libnccl2', {})
+    with pytest.raises(AnsibleFilterError, match='^dpkg_selections: the installed packages must be a mapping'):
+        dpkg_selections(['libnccl2'], ['libnccl2'])
