@@ -1,7 +1,8 @@
 # Copyright: (c) 2026, llmforge.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """dpkg_packages: the installed packages in package_facts' structure; missing_packages: which of a list they lack;
-dpkg_selections: their dpkg selections (see module_utils/_dpkg.py)."""
+dpkg_selections: their dpkg selections; packages_added: the installed packages after an install succeeded (see
+module_utils/_dpkg.py)."""
 
 from __future__ import annotations
 
@@ -42,8 +43,17 @@ def dpkg_selections(names, installed):
         raise AnsibleFilterError(f'dpkg_selections: {err}') from None
 
 
+def packages_added(installed, wanted):
+    """`installed` (package facts) with the entries of `wanted` it lacks added, as an install that succeeded leaves them."""
+    try:
+        return _dpkg.added({} if installed is None else installed, wanted)
+    except _dpkg.DpkgError as err:
+        raise AnsibleFilterError(f'packages_added: {err}') from None
+
+
 class FilterModule:
     """Debian package filters."""
 
     def filters(self):
-        return {'dpkg_packages': dpkg_packages, 'missing_packages': missing_packages, 'dpkg_selections': dpkg_selections}
+        return {'dpkg_packages': dpkg_packages, 'missing_packages': missing_packages, 'dpkg_selections': dpkg_selections,
+                'packages_added': packages_added}

@@ -97,6 +97,24 @@ def missing(wanted: t.Iterable[str], installed: t.Mapping[str, t.Any], version: 
     return result
 
 
+def added(installed: t.Mapping[str, t.Any], wanted: t.Iterable[str]) -> dict[str, list[dict[str, t.Any]]]:
+    """`installed` (package_facts' structure) with the entries of `wanted` that it lacks added, as a package install
+    that just succeeded leaves them; a new mapping, `installed` is not changed.
+
+    An entry (``name``, ``name:arch``, ``name=version``, ``name:arch=version``) replaces the instances of its name
+    with one of the architecture and version it names, or empty strings for those it does not name: a later
+    `missing` that asks for a particular architecture or version then finds it missing (and the install runs,
+    finding nothing to do), never present when it is not. The new instances have no selection, so `selections`
+    cannot tell for them. Raises DpkgError as `missing` does."""
+    result = {name: list(instances) for name, instances in installed.items()} if isinstance(installed, t.Mapping) \
+        else installed
+    for entry in missing(wanted, installed):
+        spec, version = entry.partition('=')[::2]
+        name, arch = spec.partition(':')[::2]
+        result[name] = [{'name': name, 'version': version, 'arch': arch, 'source': 'apt'}]
+    return result
+
+
 def _matches(instance: t.Any, arch: str, version: str | None) -> bool:
     """Whether one installed instance (a package_facts entry) has the architecture and version asked for, if any."""
     if not isinstance(instance, t.Mapping):

@@ -160,3 +160,45 @@ def test_selections_name_bad_input():
         dpkg_selections('libnccl2', {})
     with pytest.raises(AnsibleFilterError, match='^dpkg_selections: the installed packages must be a mapping'):
         dpkg_selections(['libnccl2'], ['libnccl2'])
+
+
+packages_added = FilterModule().filters()['packages_added']
+
+
+def test_an_install_that_succeeded_adds_what_was_missing_and_nothing_else():
+    installed = _dpkg.parse(FIXTURE.read_text(encoding='utf-8'))
+    after = packages_added(installed, ['bash', 'sackd', 'libnccl2'])
+    assert missing_packages(['bash', 'sackd', 'libnccl2', 'slurmctld'], after) == ['slurmctld']
+    # What was there is kept as it was read, selection and all; the input is left unchanged.
+    assert after['libnccl2'] == installed['libnccl2'] and after['libnccl2'][0]['selection'] == 'hold'
+    assert 'sackd' not in installed
+    assert after['sackd'] == [{'name': 'sackd', 'version': '', 'arch': '', 'source': 'apt'}]
+    assert after['bash'] is not installed['bash'] and after['bash'] == installed['bash']
+    # A package installed since the read: the hold step must ask dpkg-query.
+    assert dpkg_selections(['sackd'], after) is None
+
+
+def test_an_added_package_counts_only_for_what_its_entry_named():
+    after = packages_added({}, ['crun', 'libnccl2=2.22.3-1-1', 'libfoo:i386'])
+    assert missing_packages(['crun', 'libnccl2', 'libnccl2=2.22.3-1-1', 'libfoo:i386'], after) == []
+    # Asked for a version or an architecture the entry did not name: missing, so the install runs again.
+    assert missing_packages(['crun=1.21-1', 'libfoo:amd64'], after) == ['crun=1.21-1', 'libfoo:amd64']
+    assert missing_packages(['libnccl2'], after, version='2.23.4-1') == ['libnccl2']
+
+
+def test_an_upgrade_to_a_pinned_version_replaces_the_old_instance():
+    before = {'libnccl2': [{'name': 'libnccl2', 'version': '2.21.5-1', 'arch': 'amd64', 'source': 'apt',
+                            'selection': 'hold'}]}
+    after = packages_added(before, ['libnccl2=2.22.3-1-1'])
+    assert after['libnccl2'] == [{'name': 'libnccl2', 'version': '2.22.3-1-1', 'arch': '', 'source': 'apt'}]
+    assert before['libnccl2'][0]['version'] == '2.21.5-1'
+
+
+@pytest.mark.parametrize('installed, wanted, message', [
+    ({}, 'munge', 'must be a list of names'),
+    ({}, [''], 'is not a package name'),
+    ([], ['munge'], 'must be a mapping of names'),
+])
+def test_packages_added_names_bad_input(installed, wanted, message):
+    with pytest.raises(AnsibleFilterError, match=f'packages_added: .*{message}'):
+        packages_added(installed, wanted)
