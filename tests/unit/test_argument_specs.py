@@ -47,7 +47,7 @@ ROLE_CASES = [
     ),
     RoleCase(
         name='slurm_controller',
-        entry_points=frozenset({'main'}),
+        entry_points=frozenset({'main', 'packages'}),
         full_entry_point='main',
         required={'main': frozenset({'slurm_controller_db_password'})},
         secrets=frozenset({'slurm_controller_db_password'}),
@@ -81,7 +81,7 @@ ROLE_CASES = [
     ),
     RoleCase(
         name='monitoring',
-        entry_points=frozenset({'main'}),
+        entry_points=frozenset({'main', 'packages'}),
         full_entry_point='main',
         secrets=frozenset({'monitoring_alertmanager_receivers', 'monitoring_alertmanager_smtp', 'monitoring_web_users',
                            'monitoring_tls_key', 'monitoring_grafana_admin_password', 'monitoring_grafana_secret_key'}),
@@ -108,7 +108,7 @@ ROLE_CASES = [
     ),
     RoleCase(
         name='common',
-        entry_points=frozenset({'main', 'setup', 'packages', 'apt_cache', 'apt_source', 'hold'}),
+        entry_points=frozenset({'main', 'setup', 'packages', 'packages_plan', 'apt_cache', 'apt_source', 'hold'}),
         full_entry_point='main',
         required={'apt_source': frozenset({'common_apt_source_name', 'common_apt_source_uris', 'common_apt_source_suites',
                                            'common_apt_source_signed_by'})},
@@ -124,7 +124,7 @@ ROLE_CASES = [
     ),
     RoleCase(
         name='containers',
-        entry_points=frozenset({'main', 'oci_conf'}),
+        entry_points=frozenset({'main', 'oci_conf', 'packages'}),
         full_entry_point='main',
         readme_mentions=frozenset({'llmforge.cluster.containers', 'oci.conf', 'Prolog=/etc/slurm/prolog.d/*'}),
     ),
@@ -137,7 +137,7 @@ ROLE_CASES = [
     ),
     RoleCase(
         name='sssd',
-        entry_points=frozenset({'main'}),
+        entry_points=frozenset({'main', 'packages'}),
         full_entry_point='main',
         secrets=frozenset({'sssd_ldap_bind_password'}),
         secrets_without_default=frozenset({'sssd_ldap_bind_password'}),

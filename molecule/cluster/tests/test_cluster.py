@@ -54,6 +54,22 @@ def test_accounting_secrets_are_private(ctl):
     assert 'StoragePass' not in ctl.file('/etc/slurm/slurm.conf').content_string
 
 
+@pytest.mark.parametrize('name', ALL_HOSTS)
+def test_the_later_plays_packages_came_with_the_slurm_packages(hosts, name):
+    # On a first converge slurm_hosts.yml plans the packages of the roles the later plays run on the host (SSSD, the
+    # accounting database, crun, the node exporter) and installs them in its Slurm transaction: one apt run per host,
+    # not one per role.
+    host = hosts[name]
+    history = host.file('/var/log/apt/history.log').content_string
+    slurm = [line for line in history.splitlines() if re.match(r'Install: .*\bslurm-client:', line)]
+    assert len(slurm) == 1, f'slurm-client installed in {len(slurm)} apt transactions on {name}'
+    planned = [package for package in ('sssd-ldap', 'libpam-sss', 'prometheus-node-exporter', 'crun', 'slurmdbd',
+                                       'mariadb-server') if host.package(package).is_installed]
+    assert 'prometheus-node-exporter' in planned, f'no node exporter on {name}'
+    late = [package for package in planned if not re.search(rf'\b{re.escape(package)}:', slurm[0])]
+    assert not late, f'{late} came in another apt transaction than the Slurm packages on {name}'
+
+
 def test_sinfo_lists_both_nodes_idle_with_eight_gpus(ctl):
     expected = {f'{node} idle gpu:h200:8' for node in NODES}
 
