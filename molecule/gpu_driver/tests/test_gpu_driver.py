@@ -179,7 +179,9 @@ def test_loaded_driver_is_checked_against_the_installed_libraries(host, loaded, 
     fake = '/root/fake-proc-driver-nvidia-version'
     host.run(f"printf 'NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {loaded}  Release Build  "
              f"(dvs-builder@U16-I3-B03-4-3)  Sat Apr 12 00:00:00 UTC 2025\\n' > {fake}")
-    args = ['-e', f'_gpu_driver_proc_version_path={fake}'] + (['-e', f'fake_reboot_marker={fake}'] if pending else [])
+    args = ['-e', f'_gpu_driver_proc_version_path={fake}']
+    if pending:
+        args += ['-e', f'_gpu_driver_reboot_marker={fake}']
     result = playbook(SCENARIO / 'tests' / 'version_check.yml', *args)
     assert (result.returncode != 0) == failed, result.stdout[-3000:]
     assert 'NVIDIA driver not loaded' not in flat(result)
