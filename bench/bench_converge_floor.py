@@ -9,16 +9,19 @@ installed there), then compare with `python bench/bench_site.py --converge`:
 
 For each cluster host, the package set is what `apt-mark showmanual` lists on the converged container and not on
 a fresh container of the test image. Each run starts one fresh container per host (the options of
-molecule/cluster), then runs `apt-get update && apt-get install -y --no-install-recommends <that set>` (as the
-roles install: common_install_recommends false) in all of them in parallel and times the whole: no configuration,
-templates, services or checks, only the package manager's work. Packages the Debian archive does not hold (the
-stand-in driver of the demo's local repository) are left out and listed.
+molecule/cluster), gives it the apt sources the converge added on that host from the Debian archive (the nccl
+role's contrib and non-free components on the GPU nodes, where libnccl2 comes from), then runs `apt-get update &&
+apt-get install -y --no-install-recommends <that set>` (as the roles install: common_install_recommends false) in
+all of them in parallel and times the whole: no configuration, templates, services or checks, only the package
+manager's work. Packages no such source holds (the stand-in driver of the demo's local repository, a `file:`
+source only the cluster's containers have) are left out and listed.
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import re
 import statistics
 import subprocess
 import sys
@@ -39,14 +42,56 @@ def manual(container: str) -> set[str]:
     return set(docker('exec', container, 'apt-mark', 'showmanual').stdout.split())
 
 
-def start(name: str) -> None:
-    """A fresh container, once systemd has finished booting it (apt fails while its tmpfiles are being made)."""
+def source_files(container: str) -> dict[str, str]:
+    """The deb822 apt sources files of a container, by path, with their content."""
+    listing = docker('exec', container, 'sh', '-c', 'for f in /etc/apt/sources.list.d/*.sources; do '
+                     '[ -f "$f" ] && printf "%s\\0" "$f" && cat "$f" && printf "\\0"; done; true').stdout
+    parts = listing.split('\0')
+    return dict(zip(parts[0:-1:2], parts[1::2]))
+
+
+def added_sources(host: str, image_sources: dict[str, str]) -> dict[str, str]:
+    """The sources files the converge added on a cluster host that a fresh container can reach (no file: URIs)."""
+    return {path: text for path, text in source_files(host).items()
+            if path not in image_sources and not re.search(r'(?m)^URIs:.*\bfile:', text)}
+
+
+def start(name: str, sources: dict[str, str] | None = None) -> None:
+    """A fresh container, once systemd has finished booting it (apt fails while its tmpfiles are being made), with
+    `sources` (path: content) written."""
     docker('rm', '-f', name, check=False)
     docker('run', '-d', '--name', name, *SYSTEMD_CONTAINER, IMAGE, '/lib/systemd/systemd')
     docker('exec', name, 'systemctl', 'is-system-running', '--wait', check=False)
+    for path, text in (sources or {}).items():
+        subprocess.run(['docker', 'exec', '-i', name, 'sh', '-c', 'cat > "$1"', 'write', path], input=text,
+                       check=True, capture_output=True, text=True)
 
 
-def package_sets() -> dict[str, list[str]]:
+def versions(policy: str) -> dict[str, set[str]]:
+    """The versions each package's version table in `apt-cache policy` output offers."""
+    offered: dict[str, set[str]] = {}
+    package = None
+    for line in policy.splitlines():
+        if line and not line.startswith(' ') and line.endswith(':'):
+            package = line[:-1]
+            offered[package] = set()
+        elif package and (match := re.match(r'^ (?:\*\*\*| {3}) (\S+) \d+$', line)):
+            offered[package].add(match.group(1))
+    return offered
+
+
+def update(container: str) -> None:
+    """apt-get update, again after a pause while a freshly booted container's own apt jobs hold its lock."""
+    for attempt in range(1, 6):
+        proc = docker('exec', container, 'apt-get', 'update', '-qq', check=False)
+        if proc.returncode == 0:
+            return
+        time.sleep(5)
+    sys.exit(f'apt-get update failed in {container} after {attempt} attempts: {proc.stderr[-2000:]}')
+
+
+def package_sets() -> tuple[dict[str, list[str]], dict[str, dict[str, str]]]:
+    """Each host's package set and the sources its floor container gets."""
     for host in HOSTS:
         if docker('inspect', '-f', '{{.State.Running}}', host, check=False).stdout.strip() != 'true':
             sys.exit(f'the demo cluster is not up (container {host}): run `make demo` first')
@@ -54,18 +99,29 @@ def package_sets() -> dict[str, list[str]]:
     start(probe)
     try:
         base = manual(probe)
-        docker('exec', probe, 'apt-get', 'update', '-qq')
+        image_sources = source_files(probe)
+        sources = {host: added_sources(host, image_sources) for host in HOSTS}
         sets = {}
+        probe_sources, updated = {}, False
         for host in HOSTS:
+            if sources[host] != probe_sources:
+                start(probe, sources[host])
+                probe_sources, updated = sources[host], False
+            if not updated:
+                update(probe)
+                updated = True
             wanted = sorted(manual(host) - base)
-            policy = docker('exec', probe, 'apt-cache', 'policy', *wanted).stdout
-            missing = sorted(pkg for pkg in wanted if f'{pkg}:\n  Installed: (none)\n  Candidate: (none)' in policy
-                             or f'{pkg}:' not in policy)
+            installed = dict(line.split() for line in docker(
+                'exec', host, 'dpkg-query', '--show', '--showformat=${Package} ${Version}\\n', *wanted).stdout.splitlines())
+            offered = versions(docker('exec', probe, 'apt-cache', 'policy', *wanted).stdout)
+            missing = sorted(pkg for pkg in wanted if installed.get(pkg) not in offered.get(pkg, set()))
             if missing:
-                print(f'{host}: not in the Debian archive, left out: {" ".join(missing)}')
-            sets[host] = [pkg for pkg in wanted if pkg not in missing]
-            print(f'{host}: {len(sets[host])} packages', flush=True)
-        return sets
+                print(f'{host}: at their installed version in no source a fresh container has, left out: '
+                      f'{" ".join(missing)}')
+            sets[host] = [f'{pkg}={installed[pkg]}' for pkg in wanted if pkg not in missing]
+            added = ', '.join(sorted(sources[host])) or 'none'
+            print(f'{host}: {len(sets[host])} packages; sources added: {added}', flush=True)
+        return sets, sources
     finally:
         docker('rm', '-f', probe, check=False)
 
@@ -84,11 +140,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n', 1)[0])
     parser.add_argument('--runs', type=int, default=3)
     args = parser.parse_args()
-    sets = package_sets()
+    sets, sources = package_sets()
     times = []
     for run in range(1, args.runs + 1):
         for host in HOSTS:
-            start(f'{PREFIX}{host}')
+            start(f'{PREFIX}{host}', sources[host])
         try:
             started = time.monotonic()
             with concurrent.futures.ThreadPoolExecutor(len(HOSTS)) as pool:
