@@ -106,9 +106,9 @@ def added(installed: t.Mapping[str, t.Any], wanted: t.Iterable[str]) -> dict[str
     `missing` that asks for a particular architecture or version then finds it missing (and the install runs,
     finding nothing to do), never present when it is not. The new instances have no selection, so `selections`
     cannot tell for them. Raises DpkgError as `missing` does."""
-    result = {name: list(instances) for name, instances in installed.items()} if isinstance(installed, t.Mapping) \
-        else installed
-    for entry in missing(wanted, installed):
+    new = missing(wanted, installed)
+    result = {name: list(instances) for name, instances in installed.items()}
+    for entry in new:
         spec, version = entry.partition('=')[::2]
         name, arch = spec.partition(':')[::2]
         result[name] = [{'name': name, 'version': version, 'arch': arch, 'source': 'apt'}]
