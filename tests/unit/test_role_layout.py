@@ -66,11 +66,21 @@ def test_preflight_runs_under_every_tag(role):
 
 @pytest.mark.parametrize('role', [role for role in ROLES if (ROLES_DIR / role / 'tasks' / 'os_vars.yml').exists()])
 def test_os_names_come_from_the_scaffold_under_every_tag(role):
+    """A role's os_vars.yml runs the scaffold's setup, or another role's os_vars.yml that does (the Slurm roles share
+    slurm_common's names), once and under every tag."""
     tasks = yaml.safe_load((ROLES_DIR / role / 'tasks' / 'os_vars.yml').read_text(encoding='utf-8'))
-    setup = [task['ansible.builtin.include_role'] for task in tasks
-             if (task.get('ansible.builtin.include_role') or {}).get('tasks_from') == 'setup']
-    assert len(setup) == 1 and setup[0]['name'] == f'llmforge.cluster.{SCAFFOLD}'
-    assert setup[0].get('apply', {}).get('tags') == ['always']
+    includes = [task['ansible.builtin.include_role'] for task in tasks if task.get('ansible.builtin.include_role')]
+    assert len(includes) == 1, f'roles/{role}/tasks/os_vars.yml includes {len(includes)} roles'
+    include = includes[0]
+    assert include.get('apply', {}).get('tags') == ['always']
+    if include.get('tasks_from') == 'setup':
+        assert include['name'] == f'llmforge.cluster.{SCAFFOLD}'
+        return
+    assert include.get('tasks_from') == 'os_vars', f'roles/{role}/tasks/os_vars.yml includes {include}'
+    other = include['name'].removeprefix('llmforge.cluster.')
+    assert other != role and other in ROLES and (ROLES_DIR / other / 'tasks' / 'os_vars.yml').exists()
+    assert include.get('public') is True, f'roles/{role} reads {other} names: the include must be public'
+    test_os_names_come_from_the_scaffold_under_every_tag(other)
 
 
 def test_per_os_task_files_are_named_after_the_package_manager():
