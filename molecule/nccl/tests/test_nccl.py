@@ -54,9 +54,17 @@ def test_headers_are_not_installed_without_nccl_dev(host):
 
 def test_the_contrib_non_free_source_was_added_because_the_image_lacked_it(host):
     sources = host.file('/etc/apt/sources.list.d/llmforge-nccl-nonfree.sources')
-    assert sources.mode == 0o644
-    assert 'Components: contrib non-free non-free-firmware' in sources.content_string
-    assert 'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' in sources.content_string
+    assert sources.user == 'root' and sources.mode == 0o644
+    lines = sources.content_string.splitlines()
+    # ansible.builtin.deb822_repository's field order, which common's apt_source keeps: a source written by an
+    # earlier release is left as it is.
+    assert [line.split(':')[0] for line in lines] == ['Components', 'X-Repolib-Name', 'Signed-By', 'Suites', 'Types',
+                                                      'URIs']
+    assert lines[:3] == ['Components: contrib non-free non-free-firmware', 'X-Repolib-Name: llmforge-nccl-nonfree',
+                         'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg']
+    assert lines[3:5] == ['Suites: trixie trixie-updates', 'Types: deb'] and sources.content_string.endswith('\n')
+    # Written as a text file: nothing was installed to write it.
+    assert not host.package('python3-debian').is_installed
     assert PINNED in host.check_output('apt-cache policy libnccl2')
 
 
