@@ -121,8 +121,8 @@ def changed_tasks(result, host):
 
 def test_rerun_finds_drift_in_check_mode_then_restores_it_and_changes_nothing_else(hosts):
     """The idempotence proof of the whole site, with drift to find on one node: the health check's code, a package, an
-    element added by hand to the firewall's loaded table, the munge key's owner and mode, and an OCI bundle whose
-    config.json was emptied and whose rootfs records another tarball.
+    element added by hand to the firewall's loaded table, the munge key's owner and mode, munge disabled at boot, and
+    an OCI bundle whose config.json was emptied and whose rootfs records another tarball.
 
     `--check --diff` reports exactly those and touches nothing; the real re-run restores them. Every other task
     on every host reports ok in both runs, which is what a separate idempotence run would show (the scenario has none).
@@ -151,6 +151,10 @@ def test_rerun_finds_drift_in_check_mode_then_restores_it_and_changes_nothing_el
     key_digest = node.check_output(f'sha256sum {key}').split()[0]
     node.check_output(f'chown root:root {key} && chmod 0644 {key}')
     expected |= {'Install the cluster munge key, readable by munge alone', 'Restart munge'}
+    # munge disabled at boot by hand (left running: the node stays in the cluster meanwhile). The key's step enables
+    # it again; the restart handler alone would not.
+    node.check_output('systemctl disable munge')
+    assert not node.service('munge').is_enabled
     # The bundle "test": config.json emptied, and the checksum recorded at unpack no longer the tarball's, as after a
     # failed unpack. The rootfs is unpacked again (check mode: it would be removed and the record rewritten; nothing
     # is unpacked nor are mount points made in a rootfs that check mode did not remove).
@@ -189,6 +193,7 @@ def test_rerun_finds_drift_in_check_mode_then_restores_it_and_changes_nothing_el
             assert not node.package('python3-venv').is_installed
             assert intruder in node.check_output('nft list set inet llmforge ssh_v4')
             assert node.file(key).user == 'root' and node.file(key).mode == 0o644
+            assert not node.service('munge').is_enabled
             assert node.file(f'{bundle}/config.json').size == 0
     assert intruder not in node.check_output('nft list set inet llmforge ssh_v4')
     assert node.check_output(f'sha256sum {code}').split()[0] == original
@@ -196,6 +201,7 @@ def test_rerun_finds_drift_in_check_mode_then_restores_it_and_changes_nothing_el
     assert node.file(key).user == 'munge' and node.file(key).mode == 0o400
     assert node.check_output(f'sha256sum {key}').split()[0] == key_digest
     assert node.check_output('munge -n | unmunge').count('STATUS:          Success') == 1
+    assert node.service('munge').is_enabled and node.service('munge').is_running
     assert node.check_output(f'sha256sum {bundle}/config.json').split()[0] == config
     assert node.file(f'{bundle}/.rootfs-checksum').content_string == recorded
     assert node.file(f'{bundle}/rootfs/usr/bin/busybox').exists
