@@ -127,12 +127,18 @@ def package_sets() -> tuple[dict[str, list[str]], dict[str, dict[str, str]]]:
 
 
 def install(host: str, packages: list[str]) -> float:
+    """apt-get update and install on the fresh container of `host`, timed. A failed update is tried again (a freshly
+    booted container's apt jobs, a signature check that lost its temporary file); the retries stay in the time and
+    are printed."""
     started = time.monotonic()
     proc = docker('exec', '-e', 'DEBIAN_FRONTEND=noninteractive', f'{PREFIX}{host}', 'sh', '-c',
-                  'apt-get update -qq && apt-get install -y -qq --no-install-recommends "$@" >/dev/null', 'install',
-                  *packages, check=False)
+                  'for try in 1 2 3 4 5; do apt-get update -qq >/dev/null && break; echo "update failed, try $try";'
+                  ' [ "$try" = 5 ] && exit 100; sleep 5; done;'
+                  ' apt-get install -y -qq --no-install-recommends "$@" >/dev/null', 'install', *packages, check=False)
     if proc.returncode != 0:
-        sys.exit(f'apt-get install failed on the fresh {host}: {proc.stderr[-2000:]}')
+        sys.exit(f'apt-get install failed on the fresh {host}: {proc.stdout[-1000:]} {proc.stderr[-2000:]}')
+    for line in proc.stdout.splitlines():
+        print(f'{host}: {line} (counted in the floor)', flush=True)
     return time.monotonic() - started
 
 
