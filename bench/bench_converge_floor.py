@@ -80,12 +80,13 @@ def versions(policy: str) -> dict[str, set[str]]:
     return offered
 
 
-def update(container: str) -> None:
-    """apt-get update, again after a pause while a freshly booted container's own apt jobs hold its lock."""
+def update(container: str) -> int:
+    """apt-get update, again after a pause when it fails (a freshly booted container's own apt jobs hold its lock, a
+    signature check lost its temporary file); the number of attempts it took."""
     for attempt in range(1, 6):
         proc = docker('exec', container, 'apt-get', 'update', '-qq', check=False)
         if proc.returncode == 0:
-            return
+            return attempt
         time.sleep(5)
     sys.exit(f'apt-get update failed in {container} after {attempt} attempts: {proc.stderr[-2000:]}')
 
@@ -127,18 +128,16 @@ def package_sets() -> tuple[dict[str, list[str]], dict[str, dict[str, str]]]:
 
 
 def install(host: str, packages: list[str]) -> float:
-    """apt-get update and install on the fresh container of `host`, timed. A failed update is tried again (a freshly
-    booted container's apt jobs, a signature check that lost its temporary file); the retries stay in the time and
-    are printed."""
+    """apt-get update and install on the fresh container of `host`, timed. Retries of a failed update (`update`)
+    stay in the time and are printed."""
     started = time.monotonic()
-    proc = docker('exec', '-e', 'DEBIAN_FRONTEND=noninteractive', f'{PREFIX}{host}', 'sh', '-c',
-                  'for try in 1 2 3 4 5; do apt-get update -qq >/dev/null && break; echo "update failed, try $try";'
-                  ' [ "$try" = 5 ] && exit 100; sleep 5; done;'
-                  ' apt-get install -y -qq --no-install-recommends "$@" >/dev/null', 'install', *packages, check=False)
+    attempts = update(f'{PREFIX}{host}')
+    if attempts > 1:
+        print(f'{host}: apt-get update took {attempts} attempts (counted in the floor)', flush=True)
+    proc = docker('exec', '-e', 'DEBIAN_FRONTEND=noninteractive', f'{PREFIX}{host}', 'apt-get', 'install', '-y',
+                  '-qq', '--no-install-recommends', *packages, check=False)
     if proc.returncode != 0:
-        sys.exit(f'apt-get install failed on the fresh {host}: {proc.stdout[-1000:]} {proc.stderr[-2000:]}')
-    for line in proc.stdout.splitlines():
-        print(f'{host}: {line} (counted in the floor)', flush=True)
+        sys.exit(f'apt-get install failed on the fresh {host}: {proc.stderr[-2000:]}')
     return time.monotonic() - started
 
 

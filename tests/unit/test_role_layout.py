@@ -64,10 +64,7 @@ def test_preflight_runs_under_every_tag(role):
     assert imports[0].get('tags') == [f'{role}_preflight', 'always']
 
 
-@pytest.mark.parametrize('role', [role for role in ROLES if (ROLES_DIR / role / 'tasks' / 'os_vars.yml').exists()])
-def test_os_names_come_from_the_scaffold_under_every_tag(role):
-    """A role's os_vars.yml runs the scaffold's setup, or another role's os_vars.yml that does (the Slurm roles share
-    slurm_common's names), once and under every tag."""
+def _check_os_vars(role: str) -> None:
     tasks = yaml.safe_load((ROLES_DIR / role / 'tasks' / 'os_vars.yml').read_text(encoding='utf-8'))
     includes = [task['ansible.builtin.include_role'] for task in tasks if task.get('ansible.builtin.include_role')]
     assert len(includes) == 1, f'roles/{role}/tasks/os_vars.yml includes {len(includes)} roles'
@@ -80,7 +77,14 @@ def test_os_names_come_from_the_scaffold_under_every_tag(role):
     other = include['name'].removeprefix('llmforge.cluster.')
     assert other != role and other in ROLES and (ROLES_DIR / other / 'tasks' / 'os_vars.yml').exists()
     assert include.get('public') is True, f'roles/{role} reads {other} names: the include must be public'
-    test_os_names_come_from_the_scaffold_under_every_tag(other)
+    _check_os_vars(other)
+
+
+@pytest.mark.parametrize('role', [role for role in ROLES if (ROLES_DIR / role / 'tasks' / 'os_vars.yml').exists()])
+def test_os_names_come_from_the_scaffold_under_every_tag(role):
+    """A role's os_vars.yml runs the scaffold's setup, or another role's os_vars.yml that does (the Slurm roles share
+    slurm_common's names), once and under every tag."""
+    _check_os_vars(role)
 
 
 def test_per_os_task_files_are_named_after_the_package_manager():
