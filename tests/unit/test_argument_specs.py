@@ -69,13 +69,13 @@ ROLE_CASES = [
     ),
     RoleCase(
         name='nccl',
-        entry_points=frozenset({'main'}),
+        entry_points=frozenset({'main', 'packages'}),
         full_entry_point='main',
         readme_mentions=frozenset({'llmforge.cluster.nccl', 'NCCL_TOPO_FILE', 'NCCL_IB_HCA'}),
     ),
     RoleCase(
         name='gpu_driver',
-        entry_points=frozenset({'main'}),
+        entry_points=frozenset({'main', 'sources'}),
         full_entry_point='main',
         readme_mentions=frozenset({'llmforge.cluster.gpu_driver', 'serial', 'gpu_count', 'gpu_type'}),
     ),
