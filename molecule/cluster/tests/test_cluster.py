@@ -156,16 +156,15 @@ def test_rerun_finds_drift_in_check_mode_then_restores_it_and_changes_nothing_el
     node.check_output('systemctl disable munge')
     assert not node.service('munge').is_enabled
     # The bundle "test": config.json emptied, and the checksum recorded at unpack no longer the tarball's, as after a
-    # failed unpack. The rootfs is unpacked again (check mode: it would be removed and the record rewritten; nothing
-    # is unpacked nor are mount points made in a rootfs that check mode did not remove).
+    # failed unpack. The rootfs is unpacked again (check mode: the unpack step reports what it would do; nothing is
+    # unpacked nor are mount points made in a rootfs that check mode did not remove).
     bundle = '/var/lib/llmforge/containers/test'
     config = node.check_output(f'sha256sum {bundle}/config.json').split()[0]
     recorded = node.file(f'{bundle}/.rootfs-checksum').content_string
     node.check_output(f': > {bundle}/config.json && echo 0000 > {bundle}/.rootfs-checksum')
     expected |= {'Create the directories and write the OCI configuration of bundle test',
-                 'Remove the previous rootfs of bundle test', 'Record the tarball checksum of bundle test'}
-    unpacked = {'Create the rootfs directory of bundle test', 'Unpack the tarball into the rootfs of bundle test',
-                'Create the mount points in the rootfs of bundle test'}
+                 'Unpack the tarball into a new rootfs and record its checksum for bundle test'}
+    unpacked = {'Create the mount points in the rootfs of bundle test'}
     # Each site run costs minutes: molecule/cluster makes the real re-run (LLMFORGE_CHECK_MODE_RUN=0), which also
     # proves idempotence with directory users and a login node, and molecule/cluster_debian12 both (check mode runs
     # the same tasks on every OS).
