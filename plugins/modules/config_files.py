@@ -159,6 +159,16 @@ changed_services:
   type: list
   elements: str
   sample: [slurmd.service]
+started_services:
+  description:
+    - Units of O(services) that were (or in check mode would be) started because they were not running, with their
+      full names, in the order of O(services); a subset of RV(changed_services).
+    - A unit started here has read the files this task wrote, so a handler's restart or reload for those files can
+      skip it.
+  returned: always
+  type: list
+  elements: str
+  sample: [llmforge-firewall.service]
 """
 
 import os
@@ -208,8 +218,9 @@ def _systemctl(module: AnsibleModule, systemctl: str, args: list[str], result: d
     return out
 
 
-def _ensure_units(module: AnsibleModule, systemctl: str, wanted: list[dict], result: dict) -> list[str]:
-    """Make the units of `wanted` as asked (after a daemon-reload where a unit's file changed); the units changed."""
+def _ensure_units(module: AnsibleModule, systemctl: str, wanted: list[dict], result: dict) -> tuple[list[str], list[str]]:
+    """Make the units of `wanted` as asked (after a daemon-reload where a unit's file changed); the units changed and
+    the units started."""
     names = [entry['name'] for entry in wanted]
     show = ['show', '--property=' + ','.join(_units.SHOW_PROPERTIES), '--'] + names
     try:
@@ -223,7 +234,7 @@ def _ensure_units(module: AnsibleModule, systemctl: str, wanted: list[dict], res
     if not module.check_mode:
         for verb, units in steps:
             _systemctl(module, systemctl, [verb, '--'] + units, result)
-    return changed
+    return changed, dict(steps).get('start', [])
 
 
 def main() -> None:
@@ -256,7 +267,7 @@ def main() -> None:
     )
     files = module.params['files']
     directories = module.params['directories']
-    result = {'changed': False, 'changed_files': [], 'changed_services': []}
+    result = {'changed': False, 'changed_files': [], 'changed_services': [], 'started_services': []}
     with last_resort(module.fail_json, what='files', **result):
         try:
             directory_own_modes = [_file_tree.octal_mode(entry['mode'], f'directories[{index}].mode')
@@ -336,7 +347,7 @@ def main() -> None:
         result['changed_files'] = changed
         result['changed'] = bool(changed)
         if wanted:
-            result['changed_services'] = _ensure_units(module, systemctl, wanted, result)
+            result['changed_services'], result['started_services'] = _ensure_units(module, systemctl, wanted, result)
             result['changed'] = bool(changed or result['changed_services'])
         if module._diff:
             result['diff'] = [{'before_header': change['path'], 'after_header': change['path'],

@@ -43,7 +43,7 @@ ROLE_CASES = [
         full_entry_point='main',
         required={'install': frozenset({'slurm_common_install_packages'})},
         secrets=frozenset({'slurm_common_munge_key'}),
-        readme_mentions=frozenset({'Internal role', 'Restart munge'}),
+        readme_mentions=frozenset({'Internal role', 'munge -n | unmunge'}),
     ),
     RoleCase(
         name='slurm_controller',

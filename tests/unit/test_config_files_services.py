@@ -65,6 +65,7 @@ def test_one_show_then_each_verb_once_for_what_differs_and_a_second_run_only_rea
     result = run_module('config_files', {'files': files, 'services': SERVICES}, env=systemd.env)
     assert result['changed'] is True, result
     assert result['changed_services'] == ['munge.service', 'node-exporter.timer', 'systemd-logind.service']
+    assert result['started_services'] == ['munge.service', 'node-exporter.timer']
     assert systemd.calls() == ['show munge.service node-exporter.timer systemd-logind.service',
                                'enable munge.service', 'mask systemd-logind.service',
                                'start munge.service node-exporter.timer', 'stop systemd-logind.service']
@@ -73,6 +74,7 @@ def test_one_show_then_each_verb_once_for_what_differs_and_a_second_run_only_rea
     assert units['systemd-logind.service']['UnitFileState'] == 'masked'
     again = run_module('config_files', {'files': files, 'services': SERVICES}, env=systemd.env)
     assert again['changed'] is False and again['changed_services'] == [] and again['changed_files'] == []
+    assert again['started_services'] == []
     assert systemd.calls() == ['show munge.service node-exporter.timer systemd-logind.service']
 
 
@@ -90,6 +92,7 @@ def test_check_mode_reports_the_drift_runs_only_show_and_counts_an_unknown_unit_
     services = SERVICES[:1] + [{'name': 'slurmd', 'enabled': True, 'state': 'started'}]
     check = run_module('config_files', {'services': services}, check=True, env=systemd.env)
     assert check['changed'] is True and check['changed_services'] == ['munge.service', 'slurmd.service'], check
+    assert check['started_services'] == ['munge.service', 'slurmd.service']
     assert systemd.calls() == ['show munge.service slurmd.service']
     assert systemd.units()['munge.service']['ActiveState'] == 'failed'
 
