@@ -136,7 +136,11 @@ def install(host: str, packages: list[str], mask: list[str]) -> float:
     """apt-get update and install on the fresh container of `host`, timed, the units of `mask` masked first (not
     timed). Retries of a failed update (`update`) stay in the time and are printed."""
     if mask:
-        docker('exec', f'{PREFIX}{host}', 'systemctl', 'mask', '--quiet', *mask)
+        # What `systemctl mask` leaves (a unit file that is /dev/null), made without asking systemd, which a freshly
+        # booted container may not answer yet; the package's daemon-reload reads it.
+        units = [unit if '.' in unit else f'{unit}.service' for unit in mask]
+        docker('exec', f'{PREFIX}{host}', 'sh', '-c', 'for unit; do ln -sf /dev/null "/etc/systemd/system/$unit"; done',
+               'mask', *units)
     started = time.monotonic()
     attempts = update(f'{PREFIX}{host}')
     if attempts > 1:
