@@ -2,9 +2,11 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The sssd role's check that SSSD reaches the directory, from the probe's command to the message that stops a play.
 
-The probe is the role's own shell step (tasks/service.yml), run by /bin/sh with stand-ins for getent, sssctl and
-sleep on PATH that answer as a host would and record each call; its output then goes through the role's own asserts
-(role_render runs them with the role's defaults and vars), so the messages tested are the ones an operator reads.
+The probe is the role's own script (vars/main.yml, _sssd_probe_script), run by /bin/sh as tasks/service.yml runs
+it, with stand-ins for getent, sssctl and sleep on PATH that answer as a host would and record each call; its output
+then goes through the role's own asserts (role_render runs them with the role's defaults and vars), so the messages
+tested are the ones an operator reads. configure.yml's read of nsswitch.conf and the PAM stack runs the same probe
+after its grep where nothing changed; the asserts then read the probe's lines from it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import pathlib
 import stat
 import subprocess
 
+import jinja2
 import pytest
 import yaml
 
@@ -22,6 +25,7 @@ from role_render import ROOT, render
 TASKS = ROOT / 'roles' / 'sssd' / 'tasks' / 'service.yml'
 PROBE = next(task for task in yaml.safe_load(TASKS.read_text(encoding='utf-8'))
              if task['name'].startswith('Make SSSD connect'))
+VARS = yaml.safe_load((ROOT / 'roles' / 'sssd' / 'vars' / 'main.yml').read_text(encoding='utf-8'))
 
 ONLINE = 'Online status: Online\n\nActive servers:\nLDAP: ldap1.example.org\n'
 OFFLINE = 'Online status: Offline\n\nActive servers:\nLDAP: not connected\n'
@@ -49,15 +53,17 @@ def probe(tmp_path: pathlib.Path, *, group_found_on: int, online_on: int, admin_
     stand_in(bin_dir, 'sssctl', count + (f'if [ "$n" -ge {online_on} ]; then printf "{ONLINE}"; '
                                          f'else printf "{OFFLINE}"; fi\n' if online_on else f'printf "{OFFLINE}"\n'))
     stand_in(bin_dir, 'sleep', '')
-    environment = {name: str(value) for name, value in PROBE['environment'].items()}
+    assert PROBE['environment'] == '{{ _sssd_probe_environment }}'
+    environment = {name: str(value) for name, value in VARS['_sssd_probe_environment'].items()}
     assert set(environment) == {'PROBE_GROUP', 'DOMAIN', 'LOOKUP_TRIES'}
     env = {'PATH': f'{bin_dir}:{os.environ["PATH"]}', 'CALLS': str(calls), 'PROBE_GROUP': 'hpcadmins',
            'DOMAIN': 'ldap', 'LOOKUP_TRIES': '11' if admin_group else '1'}
     # The role passes the tries as a template; this is what it renders to for each case.
     assert environment['LOOKUP_TRIES'] == "{{ 11 if sssd_admin_group | length > 0 else 1 }}"
     shell = PROBE['ansible.builtin.shell']
-    result = subprocess.run([shell['executable'], '-c', shell['cmd']], env=env, capture_output=True, text=True,
-                            timeout=60, check=True)
+    assert shell['cmd'] == '{{ _sssd_probe_script }}'
+    result = subprocess.run([shell['executable'], '-c', VARS['_sssd_probe_script']], env=env, capture_output=True,
+                            text=True, timeout=60, check=True)
     return result.stdout.splitlines(), [pathlib.Path(line.split()[0]).name for line in calls.read_text().splitlines()]
 
 
@@ -115,3 +121,41 @@ def test_offline_is_reported_before_a_missing_group(tmp_path, admin_group):
     """An unreachable directory finds no group either: the message names the connection, not the group."""
     lines, _calls = probe(tmp_path, group_found_on=0, online_on=0, admin_group=bool(admin_group))
     assert checked(lines, sssd_admin_group=admin_group)['error'].startswith('SSSD on gpu1 is offline')
+
+
+def test_the_read_of_nsswitch_and_pam_runs_the_probe_after_its_lines_and_the_asserts_read_it_there(tmp_path):
+    """configure.yml's one read: grep's lines, the marker, then the probe's; grep's exit status stays the step's."""
+    bin_dir = tmp_path / 'bin'
+    bin_dir.mkdir()
+    calls = tmp_path / 'calls'
+    calls.touch()
+    stand_in(bin_dir, 'getent', f'echo "{ENTRY}"\n')
+    stand_in(bin_dir, 'sssctl', f'printf "{ONLINE}"\n')
+    nsswitch = tmp_path / 'nsswitch.conf'
+    nsswitch.write_text('passwd: files systemd\ngroup: files sss\n', encoding='utf-8')
+    script = jinja2.Template(VARS['_sssd_read_script']).render(VARS)
+    env = {'PATH': f'{bin_dir}:{os.environ["PATH"]}', 'CALLS': str(calls), 'PROBE_GROUP': 'hpcadmins',
+           'DOMAIN': 'ldap', 'LOOKUP_TRIES': '11'}
+    pattern = '^(passwd|group|shadow):|pam_(sss|mkhomedir)[.]so'
+    for flag, expected in (('1', ['getent', 'sssctl']), ('0', [])):
+        calls.write_text('', encoding='utf-8')
+        result = subprocess.run(['sh', '-c', script, 'sh', pattern, str(nsswitch), str(tmp_path / 'missing')],
+                                env=dict(env, PROBE=flag), capture_output=True, text=True, timeout=60)
+        # grep's 2: a file it reads is missing (the role accepts 0, 1 and 2).
+        assert result.returncode == 2, result
+        lines = result.stdout.splitlines()
+        assert lines[:2] == [f'{nsswitch}:passwd: files systemd', f'{nsswitch}:group: files sss'], lines
+        assert [pathlib.Path(line.split()[0]).name for line in calls.read_text().splitlines()] == expected
+        if flag == '1':
+            assert lines[2] == VARS['_sssd_probe_marker'] and lines[3] == ENTRY and lines[4] == 'Online status: Online'
+            host = {'sssd_ldap_uri': ['ldaps://ldap1.example.org'], 'sssd_ldap_base_dn': 'dc=example,dc=org',
+                    'sssd_admin_group': 'hpcadmins', '__sssd_nss_pam_lines': {'stdout_lines': lines}}
+            assert 'hosts' in render('sssd', 'sssd.service.conf.j2', {'hosts': {'gpu1': host}, 'groups': {}},
+                                     tasks='service.yml', extra_vars={'_sssd_installed': True})
+            offline = lines[:4] + ['Online status: Offline']
+            host['__sssd_nss_pam_lines'] = {'stdout_lines': offline}
+            failed = render('sssd', 'sssd.service.conf.j2', {'hosts': {'gpu1': host}, 'groups': {}},
+                            tasks='service.yml', extra_vars={'_sssd_installed': True})
+            assert failed['error'].startswith('SSSD on gpu1 is offline'), failed
+        else:
+            assert len(lines) == 2
