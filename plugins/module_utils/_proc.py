@@ -15,6 +15,8 @@ import subprocess
 import typing as t
 
 MISSING, DENIED, TIMEOUT, FAILED = 'missing', 'denied', 'timeout', 'failed'
+# Seconds to read what a killed command left in its pipes before giving up on them.
+KILL_GRACE_S = 1.0
 
 
 class Completed(t.NamedTuple):
@@ -39,35 +41,48 @@ class CommandError(Exception):
         super().__init__(messages.get(reason) or f'{self.argv[0]} cannot be run: {detail}')
 
 
-def run(argv: t.Sequence[str], timeout: float, own_session: bool = False) -> Completed:
+def run(argv: t.Sequence[str], timeout: float, own_session: bool = True) -> Completed:
     """Run argv without a shell and return (exit status, stdout, stderr), decoded as UTF-8 (bad bytes replaced).
 
-    On timeout the command is killed and CommandError(reason='timeout') raised. With `own_session` the command
-    runs in its own process group and the whole group is killed, so what it started (srun, MPI ranks) ends too.
+    The command always runs in its own session and process group. On timeout the whole group is killed (what it
+    started too: srun, MPI ranks, the child of a wrapper script that does not exec) and CommandError(reason='timeout')
+    raised within about `timeout` + KILL_GRACE_S seconds, even when a process that left the group still holds the
+    output pipes. `own_session` is accepted for callers written before this was always so; it changes nothing.
     """
     try:
-        with subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, encoding='utf-8',
-                              errors='replace', start_new_session=own_session) as child:
-            try:
-                stdout, stderr = child.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                _kill(child, own_session)
-                child.communicate()
-                raise CommandError(argv, TIMEOUT, timeout) from None
+        child = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, encoding='utf-8',
+                                 errors='replace', start_new_session=True)
     except FileNotFoundError:
         raise CommandError(argv, MISSING, timeout) from None
     except PermissionError:
         raise CommandError(argv, DENIED, timeout) from None
     except OSError as err:
         raise CommandError(argv, FAILED, timeout, err.strerror or str(err)) from None
+    try:
+        stdout, stderr = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(child)
+        _drain(child)
+        raise CommandError(argv, TIMEOUT, timeout) from None
     return Completed(child.returncode, stdout, stderr)
 
 
-def _kill(proc: subprocess.Popen, group: bool) -> None:
+def _kill_group(child: subprocess.Popen) -> None:
+    """SIGKILL the child's process group (its pid: it leads a session of its own)."""
     try:
-        if group:
-            os.killpg(proc.pid, signal.SIGKILL)
-        else:
-            proc.kill()
-    except ProcessLookupError:
+        os.killpg(child.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        # The group is gone, or all of it became another user (setuid): the bounded read below still ends.
         pass
+
+
+def _drain(child: subprocess.Popen) -> None:
+    """Read what is left for at most KILL_GRACE_S, then close the pipes: a process that escaped the group (setsid)
+    may hold them open for good, and a child stuck in the kernel may never be reaped."""
+    try:
+        child.communicate(timeout=KILL_GRACE_S)
+    except subprocess.TimeoutExpired:
+        for pipe in (child.stdout, child.stderr):
+            if pipe is not None:
+                pipe.close()
+        child.poll()

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import time
 
@@ -79,6 +81,66 @@ def test_timeout_in_its_own_session_also_ends_what_it_started(tmp_path):
     deadline = time.monotonic() + 5
     while alive(child):
         assert time.monotonic() < deadline, f'the grandchild {child} survived the timeout'
+        time.sleep(0.1)
+
+
+def test_own_session_false_is_still_accepted_and_the_group_is_killed(tmp_path):
+    pid_file = tmp_path / 'child.pid'
+    launcher = script(tmp_path, f'sleep 30 & echo $! > {pid_file}; wait')
+    with pytest.raises(proc.CommandError) as caught:
+        proc.run([launcher], timeout=0.5, own_session=False)
+    assert caught.value.reason == proc.TIMEOUT
+    assert_ends(int(pid_file.read_text(encoding='utf-8')))
+
+
+@pytest.fixture
+def leftovers():
+    """Pids a test records in a file; whatever still runs of them is killed when the test ends."""
+    pid_files = []
+    yield pid_files
+    for pid_file in pid_files:
+        if pid_file.exists():
+            for pid in pid_file.read_text(encoding='utf-8').split():
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+
+def assert_times_out_within(argv, timeout, limit):
+    started = time.monotonic()
+    with pytest.raises(proc.CommandError) as caught:
+        proc.run(argv, timeout=timeout)
+    elapsed = time.monotonic() - started
+    assert caught.value.reason == proc.TIMEOUT and f'did not finish within {timeout:g} s' in str(caught.value)
+    assert elapsed < limit, f'the timeout verdict took {elapsed:.1f} s'
+
+
+def test_a_wrapper_script_that_does_not_exec_is_killed_with_its_child(tmp_path, leftovers):
+    pid_file = tmp_path / 'pids'
+    leftovers.append(pid_file)
+    wrapper = script(tmp_path, f'echo $$ > {pid_file}\nsleep 60\necho done')
+    assert_times_out_within([wrapper], timeout=1, limit=1 + 2)
+    assert_ends(int(pid_file.read_text(encoding='utf-8')))
+
+
+def test_a_setsid_grandchild_holding_the_pipes_does_not_hold_the_verdict(tmp_path, leftovers):
+    pid_file = tmp_path / 'pids'
+    leftovers.append(pid_file)
+    # The grandchild leaves the process group, so no group kill reaches it, and keeps stdout and stderr open.
+    holder = script(tmp_path, f'setsid sleep 60 &\necho $! > {pid_file}\nsleep 60')
+    assert_times_out_within([holder], timeout=1, limit=1 + 2)
+
+
+def test_a_command_that_ends_in_time_is_waited_for_with_its_output(tmp_path):
+    done = proc.run([script(tmp_path, 'sleep 0.3; echo late; exit 7')], timeout=10)
+    assert done == (7, 'late\n', '')
+
+
+def assert_ends(pid: int) -> None:
+    deadline = time.monotonic() + 5
+    while alive(pid):
+        assert time.monotonic() < deadline, f'{pid} survived the timeout'
         time.sleep(0.1)
 
 
