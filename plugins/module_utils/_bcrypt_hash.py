@@ -53,9 +53,21 @@ def reusable(current: t.Optional[str], cost: int) -> bool:
     return bool(match) and int(match.group('cost')) == cost
 
 
+def matches(backend: Backend, encoded: bytes, current: t.Optional[str], cost: int) -> bool:
+    """Whether `current` is a bcrypt hash of the password `encoded` at `cost`; False for one bcrypt cannot check."""
+    if not reusable(current, cost):
+        return False
+    try:
+        return bool(backend.checkpw(encoded, current.encode('ascii')))
+    except (ValueError, TypeError):
+        # A hash of the right shape whose salt bcrypt refuses ('Invalid salt') is replaced, never a failure every run.
+        return False
+
+
 def password_hash(backend: Backend, password: str, current: t.Optional[str] = None, cost: int = 12) -> tuple[str, bool]:
-    """(hash, reused): `current` when it is a bcrypt hash of `password` at `cost`, else a new hash with a random salt."""
+    """(hash, reused): `current` when it is a bcrypt hash of `password` at `cost`, else a new hash with a random salt
+    (also when bcrypt cannot check `current`)."""
     encoded = check_input(password, cost)
-    if reusable(current, cost) and backend.checkpw(encoded, current.encode('ascii')):
+    if matches(backend, encoded, current, cost):
         return current, True
     return backend.hashpw(encoded, backend.gensalt(rounds=cost, prefix=b'2b')).decode('ascii'), False

@@ -25,7 +25,9 @@ options:
   current:
     description:
       - The hash in use now, for example read from the web configuration file; empty when there is none.
-      - Returned as it is when it is a bcrypt hash of O(password) at cost O(cost).
+      - Returned as it is when it is a bcrypt hash of O(password) at cost O(cost). Any other value, including a
+        hash of the right shape that bcrypt cannot check (such as one with an invalid salt), is replaced by a new
+        hash (RV(reused) is false).
     type: str
     default: ""
   cost:
@@ -66,7 +68,9 @@ hash:
   type: str
   sample: $2b$12$R9h/cIPz0gi.URNNX3kh2OPST9/PgBkqquzi.Ss7KIUgO2t0jWMUW
 reused:
-  description: True when O(current) matched the password and the cost and is returned unchanged.
+  description:
+    - True when O(current) matched the password and the cost and is returned unchanged.
+    - False when a new hash was made, also when bcrypt could not check O(current).
   returned: success
   type: bool
 """

@@ -42,6 +42,9 @@ class FakeBcrypt:
         return salt[:29] + _b64(hashlib.sha256(salt[:29] + password).digest(), 31)
 
     def checkpw(self, password: bytes, hashed_password: bytes) -> bool:
+        # As bcrypt: the 22nd salt character carries 2 bits, so only 4 characters can end a salt it made.
+        if hashed_password[28:29] not in (b'.', b'O', b'e', b'u'):
+            raise ValueError('Invalid salt')
         return self.hashpw(password, hashed_password) == hashed_password
 
 
@@ -86,6 +89,28 @@ def test_a_hash_of_another_cost_is_replaced():
     assert not reused and new.startswith('$2b$12$')
 
 
+# The shape of a cost-12 bcrypt hash, but a salt no bcrypt made: bcrypt's checkpw raises ValueError('Invalid salt').
+INVALID_SALT = '$2b$12$' + 'z' * 53
+
+
+def test_a_right_shaped_hash_with_an_invalid_salt_is_replaced():
+    backend = FakeBcrypt()
+    assert bh.reusable(INVALID_SALT, 12)
+    with pytest.raises(ValueError, match='Invalid salt'):
+        backend.checkpw(PASSWORD.encode(), INVALID_SALT.encode())
+    hashed, reused = bh.password_hash(backend, PASSWORD, current=INVALID_SALT)
+    assert not reused and hashed != INVALID_SALT and bh.HASH_PATTERN.match(hashed)
+    # The next run keeps the new hash: no new hash on every run.
+    assert bh.password_hash(backend, PASSWORD, current=hashed) == (hashed, True)
+
+
+def test_with_the_real_bcrypt_an_invalid_salt_is_replaced():
+    bcrypt = pytest.importorskip('bcrypt')
+    current = '$2b$04$' + 'z' * 53
+    hashed, reused = bh.password_hash(bcrypt, PASSWORD, current=current, cost=4)
+    assert not reused and bcrypt.checkpw(PASSWORD.encode(), hashed.encode())
+
+
 @pytest.mark.parametrize(('password', 'cost', 'message'), [
     pytest.param('', 12, 'the password is empty', id='empty'),
     pytest.param('é' * 37, 12, 'the password is 74 bytes long; bcrypt uses at most 72', id='over-72-bytes'),
@@ -123,6 +148,13 @@ def test_module_returns_the_kept_hash_and_never_changes(monkeypatch, capsys):
     result = run_in_process({'password': PASSWORD, 'current': current}, capsys)
     assert result['changed'] is False and result['hash'] == current and result['reused'] is True
     assert PASSWORD not in json.dumps(result)
+
+
+def test_module_makes_a_new_hash_for_one_bcrypt_cannot_check(monkeypatch, capsys):
+    monkeypatch.setattr(module, 'bcrypt', FakeBcrypt())
+    result = run_in_process({'password': PASSWORD, 'current': INVALID_SALT}, capsys)
+    assert not result.get('failed') and result['changed'] is False
+    assert result['reused'] is False and result['hash'] != INVALID_SALT and bh.HASH_PATTERN.match(result['hash'])
 
 
 def test_module_error_does_not_show_the_password(monkeypatch, capsys):
