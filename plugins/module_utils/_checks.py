@@ -2,14 +2,23 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The check record every validator returns, and the verdict drawn from a list of them.
 
-Pure Python, no Ansible import: shared by gpu_topology, rdma_links and the node health check.
+Pure Python, no Ansible import: shared by gpu_topology, rdma_links and the node health check. Also the two
+guards every parser of measured output uses: `finite` (NaN compares False with everything, so a check must refuse it
+rather than compare) and `ascii_digits` (str.isdigit() and a Unicode `\\d` also take superscript and Arabic-Indic
+digits, which int() refuses or reads as other numbers).
 """
 
 from __future__ import annotations
 
+import math
+import re
 import typing as t
 
 PASS, FAIL, WARN, SKIP = 'pass', 'fail', 'warn', 'skip'
+
+# Readings and inventory numbers never need more digits than this; int() refuses over 4300 with a ValueError.
+MAX_DIGITS = 30
+_ASCII_DIGITS = re.compile(r'[0-9]+')
 
 # A judge looks at one subject and says (status, actual value, message).
 Judge = t.Callable[[t.Any], t.Tuple[str, t.Any, str]]
@@ -44,3 +53,33 @@ def failure_summary(checks: t.Iterable[t.Mapping[str, t.Any]], what: str) -> str
     """`2 GPU check(s) failed: name (subject): message; ...`, or '' when nothing failed."""
     failing = [f"{c['name']} ({c['subject']}): {c['message']}" for c in checks if c['status'] == FAIL]
     return f'{len(failing)} {what} check(s) failed: ' + '; '.join(failing) if failing else ''
+
+
+def finite(value: t.Any) -> t.Optional[float]:
+    """`value` as a float when it is a real, finite number (not a bool); None for NaN, +-inf, a huge int or a
+    non-number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def non_finite(value: t.Any) -> bool:
+    """A number that is there but cannot be judged: NaN, +-inf, or an int too large for a float."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and finite(value) is None
+
+
+def ascii_digits(text: t.Any, max_digits: int = MAX_DIGITS) -> bool:
+    """Whether `text` is a string of 1 to `max_digits` ASCII digits, which int() reads without surprise."""
+    return isinstance(text, str) and len(text) <= max_digits and _ASCII_DIGITS.fullmatch(text) is not None
+
+
+def whole_number(text: t.Any, max_digits: int = MAX_DIGITS) -> t.Optional[int]:
+    """The value of a string of ASCII digits (surrounding blanks allowed), or None for anything else."""
+    if not isinstance(text, str):
+        return None
+    text = text.strip()
+    return int(text) if ascii_digits(text, max_digits) else None

@@ -98,7 +98,7 @@ _TEST_KEYS = {
 }
 # GPU indices are small; a larger number is a damaged value, not a GPU.
 _MAX_ENTITY = 4096
-_RETURN = re.compile(r'Return:\s*\((-?\d+)\)\s*:?\s*(.*)')
+_RETURN = re.compile(r'Return:\s*\((-?[0-9]+)\)\s*:?\s*(.*)')
 
 
 class DcgmDiagError(Exception):
@@ -175,6 +175,8 @@ def load(text: t.Union[str, bytes]) -> t.Dict[str, t.Any]:
                             f'column {err.colno}') from None
     except RecursionError:
         raise DcgmDiagError('dcgmi diag -j output nests too deeply to be dcgmi output') from None
+    except ValueError as err:  # a number of more digits than int() converts
+        raise DcgmDiagError(f'dcgmi diag -j output cannot be read: {err}') from None
     rest = text[end:].strip()
     if rest:
         raise DcgmDiagError(f'dcgmi diag -j output has text after the JSON object: {_first_line(rest)!r}')
@@ -214,11 +216,11 @@ def _status(value: t.Any, path: str) -> str:
 
 
 def _entity_id(value: t.Any, path: str) -> int:
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value.strip())
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _MAX_ENTITY:
+    # ASCII digits only: str.isdigit() takes a superscript digit that int() then refuses.
+    number = checks.whole_number(value) if isinstance(value, str) else value
+    if isinstance(number, bool) or not isinstance(number, int) or not 0 <= number < _MAX_ENTITY:
         raise DcgmDiagError(f'{path}: expected a GPU or entity index, found {_short(value)}')
-    return value
+    return number
 
 
 def _gpu_list(value: t.Any, path: str) -> t.List[int]:

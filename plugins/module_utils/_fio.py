@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import errno
 import json
-import math
 import os
 import re
 import shutil
@@ -41,7 +40,8 @@ import tempfile
 import typing as t
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import _proc as proc
-from ansible_collections.llmforge.cluster.plugins.module_utils._checks import FAIL, PASS, SKIP, WARN, check, healthy
+from ansible_collections.llmforge.cluster.plugins.module_utils._checks import (
+    FAIL, PASS, SKIP, WARN, check, finite, healthy, non_finite)
 from ansible_collections.llmforge.cluster.plugins.module_utils._nccl_fleet import below_fleet, natural_key
 
 MIB = 1024 * 1024
@@ -92,7 +92,9 @@ PROFILES: dict[str, Profile] = {
 SCRATCH_PROFILES = [name for name, profile in PROFILES.items() if profile.scope == 'scratch']
 FIGURES = ('mib_s', 'iops')
 UNITS = {'mib_s': 'MiB/s', 'iops': 'IOPS'}
-_SIZE = re.compile(r'^\s*(\d+)\s*([kmgt]?)\s*$', re.IGNORECASE)
+_SIZE = re.compile(r'^\s*([0-9]{1,30})\s*([kmgt]?)\s*$', re.IGNORECASE)
+# fio splits these options' values at ':' into several paths; `\:` is a colon of the path itself (fio(1), filename).
+_PATH_OPTIONS = ('directory', 'filename')
 _JSON_START = re.compile(r'^\{', re.MULTILINE)
 
 
@@ -165,16 +167,23 @@ def build_job(profile: str, directory: str, size: t.Any, runtime: int, numjobs: 
             'size_bytes': size_bytes, 'direct': use_direct}
 
 
+def _option_value(key: str, value: str) -> str:
+    """The value as fio reads it back: a path's colons escaped, so that `/scratch/a:b` stays one directory."""
+    return value.replace(':', '\\:') if key in _PATH_OPTIONS else value
+
+
 def job_argv(job: t.Mapping[str, t.Any], fio_path: str = 'fio') -> list[str]:
     """fio's argv for one job, JSON on stdout and no progress lines."""
     argv = [fio_path, '--output-format=json', '--eta=never']
-    return argv + [f'--{key}' if value is None else f'--{key}={value}' for key, value in job['options']]
+    return argv + [f'--{key}' if value is None else f'--{key}={_option_value(key, value)}'
+                   for key, value in job['options']]
 
 
 def job_file(job: t.Mapping[str, t.Any]) -> str:
     """The same job as a fio job file (`fio --output-format=json <file>`)."""
     lines = [f"[{job['name']}]"]
-    lines += [key if value is None else f'{key}={value}' for key, value in job['options'] if key != 'name']
+    lines += [key if value is None else f'{key}={_option_value(key, value)}' for key, value in job['options']
+              if key != 'name']
     return '\n'.join(lines) + '\n'
 
 
@@ -199,11 +208,8 @@ def human_bytes(size: float) -> str:
 def _number(value: t.Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise FioError(f'{where} must be a number, got {value!r}')
-    try:
-        number = float(value)
-    except OverflowError:
-        number = math.inf
-    if not math.isfinite(number):
+    number = finite(value)
+    if number is None:
         raise FioError(f'{where} must be a finite number, got {str(value)[:40]}')
     return number
 
@@ -557,15 +563,13 @@ def _measured(results: t.Any, node: str) -> tuple[dict[str, dict[str, t.Any]], l
 
 
 def _figure_of(values: t.Mapping[str, t.Any], figure: str) -> t.Optional[float]:
-    """A finite figure, or None: a missing or damaged one counts as not measured."""
-    value = values.get(figure)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) else None
+    """A finite figure, or None: a missing one counts as not measured (_damaged tells a NaN or infinite one)."""
+    return finite(values.get(figure))
+
+
+def _damaged(values: t.Mapping[str, t.Any], figure: str) -> bool:
+    """A figure that is there but NaN or infinite: a broken measurement fails, it is not skipped."""
+    return non_finite(values.get(figure))
 
 
 def _throughput_check(node: str, profile: str, values: t.Mapping[str, t.Any], expected: t.Mapping[str, float],
@@ -577,6 +581,9 @@ def _throughput_check(node: str, profile: str, values: t.Mapping[str, t.Any], ex
     fleet_floor = fleet_median * fraction if fleet_median and peers >= 2 else None
     bound = max(b for b in (floor, fleet_floor, 0.0) if b is not None)
     expected_text = f'>= {bound:.1f} {unit}' if bound else None
+    if _damaged(values, spec.figure):
+        return check('storage_throughput', FAIL, profile, expected_text, str(values[spec.figure]),
+                     f'{node}: {profile}: {spec.figure} is not a finite number ({values[spec.figure]})')
     if value is None:
         return check('storage_throughput', SKIP, profile, expected_text, None, f'{node}: {profile}: no {unit} measured')
     problems = []
@@ -599,6 +606,9 @@ def _throughput_check(node: str, profile: str, values: t.Mapping[str, t.Any], ex
 
 def _latency_check(node: str, profile: str, values: t.Mapping[str, t.Any], ceiling: float) -> dict[str, t.Any]:
     p99 = _figure_of(values, 'lat_p99_ms')
+    if _damaged(values, 'lat_p99_ms'):
+        return check('storage_latency', FAIL, profile, f'<= {ceiling:g} ms', str(values['lat_p99_ms']),
+                     f"{node}: {profile}: lat_p99_ms is not a finite number ({values['lat_p99_ms']})")
     if p99 is None:
         return check('storage_latency', SKIP, profile, f'<= {ceiling:g} ms', None, f'{node}: {profile}: no p99 latency')
     status = FAIL if p99 > ceiling else PASS
@@ -613,7 +623,8 @@ def _overlap(windows: t.Sequence[tuple[float, float]]) -> t.Optional[float]:
         return None
     shortest = min(end - start for start, end in windows)
     shared = min(end for _start, end in windows) - max(start for start, _end in windows)
-    return 1.0 if shortest <= 0 else max(shared, 0.0) / shortest
+    # A run of no length (or ending before it started) shared no time with anything.
+    return 0.0 if shortest <= 0 else max(shared, 0.0) / shortest
 
 
 def _aggregate_check(profile: str, measured: t.Mapping[str, t.Mapping[str, t.Any]],
@@ -623,6 +634,11 @@ def _aggregate_check(profile: str, measured: t.Mapping[str, t.Mapping[str, t.Any
     total = sum(value for value in values if value is not None)
     floor = expected.get(f'{profile}_aggregate_mib_s')
     expected_text = f'>= {floor:g} MiB/s' if floor is not None else None
+    damaged = [node for node in nodes if _damaged(measured[node], 'mib_s')]
+    if damaged:
+        facts = {'nodes': len(nodes), 'aggregate_mib_s': None, 'overlap_pct': None}
+        return check('storage_aggregate', FAIL, profile, expected_text, None,
+                     f"{profile}: no aggregate: the mib_s of {', '.join(damaged)} is not a finite number"), facts
     stamps = [(_figure_of(measured[node], 'started_at'), _figure_of(measured[node], 'ended_at')) for node in nodes]
     windows = [(start, end) for start, end in stamps if start is not None and end is not None]
     overlap = _overlap(windows) if len(windows) == len(nodes) else None

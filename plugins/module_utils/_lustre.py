@@ -27,11 +27,12 @@ FSNAME_MAX = 8
 STRIPE_SIZE_UNIT = 64 * 1024
 
 _NETWORK = re.compile(r'(?P<type>[a-z][a-z0-9]*?)(?P<number>[0-9]*)\((?P<interfaces>[^()]*)\)')
-_NET = re.compile(r'(?P<type>[a-z][a-z0-9]*?)(?P<number>[0-9]*)')
+# Bounded numbers: int() refuses more than 4300 digits with its own ValueError.
+_NET = re.compile(r'(?P<type>[a-z][a-z0-9]*?)(?P<number>[0-9]{0,10})')
 _INTERFACE = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.:-]{0,14}')
 _FSNAME = re.compile(r'[A-Za-z0-9_-]{1,%d}' % FSNAME_MAX)
 _OPTION = re.compile(r'[A-Za-z0-9_.=/:+-]+')
-_SIZE = re.compile(r'(?P<number>[0-9]+)(?P<unit>[kKmMgG]?)')
+_SIZE = re.compile(r'(?P<number>[0-9]{1,20})(?P<unit>[kKmMgG]?)')
 _UNITS = {'': 1, 'k': 1024, 'm': 1024 ** 2, 'g': 1024 ** 3}
 _UNIT_SAFE = re.compile(r'[A-Za-z0-9:_.]')
 
@@ -107,7 +108,7 @@ def parse_nid(text: str, where: str) -> dict[str, t.Any]:
     if not separator:
         raise LustreConfigError(f'{where}: {text!r} is not a NID: expected <IPv4 address>@<network>, e.g. 10.0.0.1@o2ib')
     octets = address.split('.')
-    if len(octets) != 4 or not all(octet.isdigit() and len(octet) <= 3 and int(octet) <= 255 for octet in octets):
+    if len(octets) != 4 or not all(octet.isascii() and octet.isdigit() and len(octet) <= 3 and int(octet) <= 255 for octet in octets):
         raise LustreConfigError(f'{where}: {text!r} is not a NID: {address!r} is not an IPv4 address')
     parsed = parse_net(net, where + f' ({text!r})')
     parsed.update(address=address, nid=f'{address}@{net}')

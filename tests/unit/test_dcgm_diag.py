@@ -8,6 +8,7 @@ import importlib.util
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -336,6 +337,28 @@ def test_malformed_output_names_what_is_wrong(text, fragment):
     with pytest.raises(dcgm.DcgmDiagError) as caught:
         dcgm.parse(text, 1)
     assert fragment in str(caught.value)
+
+
+GPU_ID_PATH = 'DCGM GPU Diagnostic.test_categories[0].tests[0].results[0].gpu_id'
+
+
+@pytest.mark.parametrize('gpu_id', ['\u00b2', '3\u00b2', '\u0663', '\uff13', '0,\u00b9', '9' * 5000, '1' * 400],
+                         ids=['superscript', 'digit-superscript', 'arabic-indic', 'fullwidth', 'csv-superscript',
+                              '5000-digits', '400-digits'])
+def test_gpu_id_of_other_digits_is_refused_by_the_parsers_own_error(gpu_id):
+    with pytest.raises(dcgm.DcgmDiagError, match=r'gpu_id: expected a GPU or entity index'):
+        parse_doc(v3_document([{'gpu_id': gpu_id, 'status': 'Fail'}]))
+
+
+@pytest.mark.parametrize('number', ['9' * 5000, '-' + '9' * 5000, 'NaN', 'Infinity', '1e400'],
+                         ids=['5000-digits', 'negative-5000-digits', 'NaN', 'Infinity', '1e400'])
+@pytest.mark.parametrize('field', ['entity_id', 'error_id'])
+def test_hostile_numbers_in_the_json_raise_the_parsers_own_error(number, field):
+    text = read('l1-fail.json')
+    key = '"entity_id" : ' if field == 'entity_id' else '"error_id" : '
+    assert key in text
+    with pytest.raises(dcgm.DcgmDiagError, match=field + '|cannot be read'):
+        dcgm.parse(re.sub(re.escape(key) + r'-?[0-9]+', key + number, text, count=1), 1)
 
 
 @pytest.mark.parametrize('level', [0, 5, '1', True, None])

@@ -544,3 +544,71 @@ def test_damaged_fleet(values):
         values_ = values if isinstance(values, dict) else {}
         fio.judge(values_.get('results'), values_.get('expected'), values_.get('fraction', 0.7), values_.get('cluster'))
     assert_own_error(call, fio.FioError)
+
+
+# --- honest verdicts: empty runs, NaN and infinite figures -----------------------------------------
+
+@pytest.mark.parametrize('windows', [
+    [(100.0, 100.0), (100.0, 130.0)],   # a run of no length shares nothing
+    [(100.0, 130.0), (130.0, 100.0)],   # an inverted run
+    [(100.0, 100.0), (100.0, 100.0)],
+])
+def test_empty_or_inverted_runs_do_not_overlap(windows):
+    assert fio._overlap(windows) == 0.0
+
+
+@pytest.mark.parametrize('started, ended', [(1796150230.4, 1796150230.4), (1796150230.4, 1796150200.4)])
+def test_aggregate_of_a_run_without_length_is_no_aggregate(started, ended):
+    data = fleet()
+    empty = data['gpu1'][1]['profiles']['shared_seq_read']
+    empty['started_at'], empty['ended_at'] = started, ended
+    cluster = fio.judge(data, {}, cluster_expected={'shared_seq_read_aggregate_mib_s': 7000})['cluster']
+    read = by_name(cluster['checks'], 'storage_aggregate', 'shared_seq_read')
+    assert read['status'] == 'warn' and 'the runs shared only 0% of their time' in read['message']
+    assert cluster['facts']['shared_seq_read']['overlap_pct'] == 0
+
+
+@pytest.mark.parametrize('value', [float('nan'), float('inf'), float('-inf'), 10 ** 400],
+                         ids=['nan', 'inf', '-inf', '400-digits'])
+def test_non_finite_throughput_fails(value):
+    data = fleet()
+    data['gpu1'][0]['profiles']['scratch_seq_read']['mib_s'] = value
+    checks = fio.judge(data, {'gpu1': {'scratch_seq_read_mib_s': 1000}})['nodes']['gpu1']['checks']
+    seq = by_name(checks, 'storage_throughput', 'scratch_seq_read')
+    assert seq['status'] == 'fail' and 'mib_s is not a finite number' in seq['message']
+
+
+@pytest.mark.parametrize('value', [float('nan'), float('inf')])
+def test_non_finite_latency_fails(value):
+    data = fleet()
+    data['gpu1'][0]['profiles']['scratch_rand_read']['lat_p99_ms'] = value
+    checks = fio.judge(data, {'gpu1': {'scratch_rand_read_p99_ms': 2}})['nodes']['gpu1']['checks']
+    latency = by_name(checks, 'storage_latency', 'scratch_rand_read')
+    assert latency['status'] == 'fail' and 'lat_p99_ms is not a finite number' in latency['message']
+
+
+def test_non_finite_figure_fails_the_aggregate():
+    data = fleet()
+    data['gpu2'][1]['profiles']['shared_seq_read']['mib_s'] = float('nan')
+    cluster = fio.judge(data, {}, cluster_expected={'shared_seq_read_aggregate_mib_s': 10})['cluster']
+    read = by_name(cluster['checks'], 'storage_aggregate', 'shared_seq_read')
+    assert read['status'] == 'fail' and 'gpu2' in read['message'] and 'not a finite number' in read['message']
+
+
+@pytest.mark.parametrize('number', ['NaN', 'Infinity', '-Infinity', '1e400', '9' * 5000],
+                         ids=['NaN', 'Infinity', '-Infinity', '1e400', '5000-digits'])
+def test_non_finite_fio_output_is_refused(number):
+    output = text('scratch_seq_read.json').replace('"iops" : ', f'"iops" : {number}, "x" : ', 1)
+    with pytest.raises(fio.FioError):
+        fio.parse_output(output)
+
+
+@pytest.mark.parametrize('directory, escaped', [
+    ('/scratch/a:b', '/scratch/a\\:b'),
+    ('/scratch/a:b:c', '/scratch/a\\:b\\:c'),
+    ('/scratch/plain', '/scratch/plain'),
+])
+def test_colon_in_the_directory_is_escaped(directory, escaped):
+    job = fio.build_job('scratch_seq_read', directory, '1M', 1)
+    assert f'--directory={escaped}' in fio.job_argv(job)
+    assert f'directory={escaped}\n' in fio.job_file(job)

@@ -249,3 +249,22 @@ def test_prune_config_errors_name_the_role_variables():
                          ({'complete_marker': 'a/b'}, 'lustre_client_prune_complete_marker')):
         with pytest.raises(AnsibleFilterError, match=f'^{name}: '):
             lustre_filter.lustre_prune_config(dict(good, **change))
+
+
+# --- hostile numbers: LustreConfigError, never int()'s own ValueError -------------------------------
+
+@pytest.mark.parametrize('call', [
+    lambda: _lustre.check_networks(['o2ib' + '9' * 5000 + '(ib0)']),
+    lambda: _lustre.parse_net('tcp' + '1' * 400, 'lnet'),
+    lambda: _lustre.parse_net('o2ib\u00b2', 'lnet'),
+    lambda: _lustre.parse_nid('10.0.0.1@o2ib' + '9' * 5000, 'mgs_nids'),
+    lambda: _lustre.parse_nid('10.0.0.\u00b2@o2ib', 'mgs_nids'),
+    lambda: _lustre.parse_nid('10.0.\u0663.1@o2ib', 'mgs_nids'),
+    lambda: _lustre.stripe_size_bytes('9' * 5000, 'stripes[0].size'),
+    lambda: _lustre.stripe_size_bytes('\u0664M', 'stripes[0].size'),
+], ids=['network-5000-digits', 'net-400-digits', 'net-superscript', 'nid-net-5000-digits', 'nid-superscript-octet',
+        'nid-arabic-indic-octet', 'stripe-5000-digits', 'stripe-arabic-indic'])
+def test_hostile_numbers_raise_lustre_config_error(call):
+    with pytest.raises(LustreConfigError) as caught:
+        call()
+    assert str(caught.value).strip()

@@ -55,6 +55,19 @@ def test_keep_files(tmp_path):
     assert [path.name for path in (kept / 'scratch_seq_read').iterdir()] == ['llmforge-scratch_seq_read.0.0']
 
 
+@needs_fio
+def test_directory_with_a_colon(tmp_path):
+    directory = tmp_path / 'scratch:2026'
+    directory.mkdir()
+    result = run_module('storage_bench', {'directory': str(directory), 'profiles': ['scratch_seq_write'], 'size': '1M',
+                                          'runtime': 1})
+    assert not result.get('failed'), result.get('msg')
+    assert result['profiles']['scratch_seq_write']['mib_s'] > 0
+    assert f"--directory={result['work_dir'].replace(':', chr(92) + ':')}/scratch_seq_write" in \
+        result['profiles']['scratch_seq_write']['command']
+    assert list(directory.iterdir()) == [] and [path.name for path in tmp_path.iterdir()] == ['scratch:2026']
+
+
 def test_check_mode_does_not_run(tmp_path):
     result = run_module('storage_bench', {'directory': str(tmp_path), 'fio_path': '/nonexistent/fio'}, check=True)
     assert result['skipped'] is True and result['changed'] is False
