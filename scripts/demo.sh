@@ -37,10 +37,11 @@ for _ in $(seq 1 120); do
     [ -z "$state" ] && break
     sleep 5
 done
-run=/shared/llmforge/runs/llmforge-train-$job
-docker exec ctl1 grep -E '^(resumed|starting|step=|checkpoint)' "/shared/llmforge/runs/llmforge-train-$job.out" | tail -n 8
+# Each user's runs are in <run root>/<user> (0700); this job is root's.
+run=/shared/llmforge/runs/root/llmforge-train-$job
+docker exec ctl1 grep -E '^(resumed|starting|step=|checkpoint)' "$run.out" | tail -n 8
 docker exec ctl1 sacct -X -j "$job" -o JobID,JobName,NodeList,Elapsed,State
 echo "checkpoints: $(docker exec ctl1 bash -c "ls -d $run/step_* | tr '\n' ' '")"
-echo "log: /shared/llmforge/runs/llmforge-train-$job.out, summary: $run/summary-$job-0.json (on ctl1, gpu1, gpu2)"
+echo "log: $run.out, summary: $run/summary-$job-0.json (on ctl1, gpu1, gpu2)"
 echo
 echo "The cluster is up: 'docker exec -it ctl1 bash' to use it, 'make demo-down' to remove it."

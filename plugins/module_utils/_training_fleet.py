@@ -20,6 +20,7 @@ alone, the fabric or the rendezvous between nodes is the suspect.
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import typing as t
@@ -34,10 +35,13 @@ SUMMARY_PREFIX = 'summary '
 ALL_NODES = 'all-nodes'
 TIMEOUT_RC = 124  # coreutils timeout's exit status when the time ran out
 KILL_AFTER = 30   # seconds between timeout's TERM (the trainer checkpoints and stops) and KILL
-# Runs in each task: the trainer in a run directory named after the Slurm job, which rank 0 removes afterwards (all
-# ranks have passed the trainer's last barrier by then); the trainer's exit status is kept.
-RUN_WRAPPER = ('run_dir="$1/llmforge-validate-${SLURM_JOB_ID:?}"; shift; "$@" --run-dir "$run_dir"; rc=$?; '
-               'if [ "${SLURM_PROCID:-0}" = 0 ]; then rm -rf -- "$run_dir"; fi; exit "$rc"')
+# Runs in each task, as root: the trainer in a new run directory named after the Slurm job, made exclusively and 0700
+# by the trainer's rank 0 (--new-run-dir: one another user made first, with a checkpoint whose pickled metadata would
+# run as root, is refused, never resumed from). Rank 0 removes it afterwards (all ranks have passed the trainer's
+# last barrier by then), only when it is root's own directory; the trainer's exit status is kept.
+RUN_WRAPPER = ('run_dir="$1/llmforge-validate-${SLURM_JOB_ID:?}"; shift; "$@" --new-run-dir --run-dir "$run_dir"; '
+               'rc=$?; if [ "${SLURM_PROCID:-0}" = 0 ] && [ ! -L "$run_dir" ] && [ -O "$run_dir" ]; then '
+               'rm -rf -- "$run_dir"; fi; exit "$rc"')
 
 
 class TrainingFleetError(ValueError):
@@ -176,6 +180,11 @@ def _number(summary: t.Mapping[str, t.Any], key: str) -> t.Optional[float]:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+def _finite(summary: t.Mapping[str, t.Any], key: str) -> bool:
+    value = _number(summary, key)
+    return value is not None and math.isfinite(value)
+
+
 def _summary_problem(summary: t.Mapping[str, t.Any], planned: t.Mapping[str, t.Any]) -> t.Optional[str]:
     world = len(planned['nodes']) * planned['tasks_per_node']
     if summary.get('world_size') != world:
@@ -190,6 +199,8 @@ def _summary_problem(summary: t.Mapping[str, t.Any], planned: t.Mapping[str, t.A
     for key in ('tokens_per_s', 'loss_first', 'loss_last'):
         if _number(summary, key) is None:
             return f'the summary has no numeric {key} ({summary.get(key)!r})'
+    if not _finite(summary, 'tokens_per_s') or _number(summary, 'tokens_per_s') <= 0:
+        return f"tokens/s is not a positive finite number ({summary.get('tokens_per_s')!r})"
     return None
 
 
@@ -238,7 +249,8 @@ def _tag(results: t.Sequence[t.Mapping[str, t.Any]]) -> list[tuple[dict[str, t.A
 # --- verdicts --------------------------------------------------------------------------------------
 
 def _round(value: t.Optional[float], digits: int = 1) -> t.Optional[float]:
-    return None if value is None else round(value, digits)
+    # NaN and inf are not JSON: the report says None, the check's message says what was measured.
+    return None if value is None or not math.isfinite(value) else round(value, digits)
 
 
 def _judge_group(name: str, subject: str, runs: list[tuple[dict[str, t.Any], dict[str, t.Any]]]) -> dict[str, t.Any]:
@@ -253,9 +265,17 @@ def _judge_group(name: str, subject: str, runs: list[tuple[dict[str, t.Any], dic
     else:
         run_check = check('training_run', PASS, subject, 'exit 0 at the target step', 'exit 0',
                           f'{name}: {len(runs)} run(s) reached the target step')
-    rising = [s for s in good if _number(s, 'loss_last') >= _number(s, 'loss_first')]
+    # NaN or inf is a failure, never a comparison that happens to come out either way (a GPU producing NaNs).
+    not_finite = [s for s in good if not (_finite(s, 'loss_first') and _finite(s, 'loss_last'))]
+    rising = [s for s in good if s not in not_finite and _number(s, 'loss_last') >= _number(s, 'loss_first')]
     if not good:
         loss_check = check('training_loss', SKIP, subject, None, None, f'{name}: no run finished')
+    elif not_finite:
+        worst = not_finite[0]
+        loss_check = check('training_loss', FAIL, subject, 'finite and decreasing',
+                           f"{worst['loss_first']} -> {worst['loss_last']}",
+                           f"{name}: the loss is not a finite number: {worst['loss_first']} -> {worst['loss_last']} "
+                           '(NaN or inf: suspect the GPU or its numerics)')
     elif rising:
         worst = rising[0]
         loss_check = check('training_loss', FAIL, subject, f"< {worst['loss_first']:.4f}", _round(worst['loss_last'], 4),

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import getpass
 import importlib.util
 import json
 import os
@@ -144,6 +145,149 @@ def test_commit_renames_and_replaces_an_existing_checkpoint_of_the_same_step(tmp
     train.commit_checkpoint(str(again), str(tmp_path / 'step_00000010'))
     assert sorted(path.name for path in tmp_path.iterdir()) == ['step_00000010']
     assert (tmp_path / 'step_00000010' / 'newer').exists()
+
+
+# Trust: run directories and checkpoints another user could have written ---------------------------
+
+OTHER_UID = 20002  # a directory user of the cluster scenario (bob)
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason='giving a file to another user needs root')
+
+
+def test_a_new_run_directory_is_private_and_an_existing_one_of_ours_is_used(tmp_path):
+    made = train.prepare_run_dir(str(tmp_path / 'run'), os.geteuid())
+    assert made == str(tmp_path / 'run') and stat.S_IMODE(os.lstat(made).st_mode) == 0o700
+    assert train.prepare_run_dir(made, os.geteuid()) == made
+
+
+@pytest.mark.parametrize('make, reason', [
+    (lambda path: path.symlink_to(path.parent / 'target'), 'is a symbolic link'),
+    (lambda path: path.write_text(''), 'is not a directory'),
+    (lambda path: (path.mkdir(), path.chmod(0o775)), 'is writable by group or others (mode 0775)'),
+    (lambda path: (path.mkdir(), path.chmod(0o757)), 'is writable by group or others (mode 0757)'),
+], ids=['symlink', 'file', 'group-writable', 'world-writable'])
+def test_a_run_directory_that_is_not_trusted_is_refused_with_the_reason(tmp_path, make, reason):
+    (tmp_path / 'target').mkdir(mode=0o700)
+    make(tmp_path / 'run')
+    with pytest.raises(train.RefusedRunDir, match=re.escape(f'{tmp_path}/run {reason}')):
+        train.prepare_run_dir(str(tmp_path / 'run'), os.geteuid())
+
+
+def test_a_new_run_directory_is_made_exclusively(tmp_path):
+    (tmp_path / 'run').mkdir(mode=0o700)
+    with pytest.raises(train.RefusedRunDir, match='exists already: a new run needs a directory it makes itself'):
+        train.prepare_run_dir(str(tmp_path / 'run'), os.geteuid(), new=True)
+    with pytest.raises(train.RefusedRunDir, match='cannot make .*/missing/run: No such file or directory'):
+        train.prepare_run_dir(str(tmp_path / 'missing' / 'run'), os.geteuid(), new=True)
+
+
+def test_a_run_directory_below_a_directory_others_can_write_without_the_sticky_bit_is_refused(tmp_path):
+    shared = tmp_path / 'shared'
+    shared.mkdir()
+    shared.chmod(0o777)  # anyone could rename our run directory away and put theirs in its place
+    with pytest.raises(train.RefusedRunDir, match=re.escape(f'{shared} (above the run directory) is writable by '
+                                                             'group or others without the sticky bit (mode 0777)')):
+        train.prepare_run_dir(str(shared / 'run'), os.geteuid())
+    shared.chmod(0o1777)  # like /tmp: only the owner may rename or remove an entry
+    assert train.prepare_run_dir(str(shared / 'run'), os.geteuid()) == str(shared / 'run')
+
+
+@as_root
+def test_another_users_run_directory_and_parent_are_refused(tmp_path):
+    foreign = tmp_path / 'foreign'
+    foreign.mkdir(mode=0o700)
+    os.chown(foreign, OTHER_UID, OTHER_UID)
+    with pytest.raises(train.RefusedRunDir, match=f'{foreign} is owned by uid {OTHER_UID}, not by this job.s uid 0'):
+        train.prepare_run_dir(str(foreign), 0)
+    with pytest.raises(train.RefusedRunDir, match=f'{foreign} .above the run directory. is owned by uid {OTHER_UID}'):
+        train.prepare_run_dir(str(foreign / 'run'), 0, new=True)
+
+
+def test_checkpoints_that_are_links_or_writable_by_others_are_passed_over(tmp_path):
+    run_dir, outside = tmp_path / 'run', tmp_path / 'outside'
+    run_dir.mkdir(mode=0o700)
+    outside.mkdir()
+    good = checkpoint_dir(run_dir, 'step_00000010', 10)
+    checkpoint_dir(outside, 'step_00000090', 90)
+    (run_dir / 'step_00000090').symlink_to(outside / 'step_00000090')
+    checkpoint_dir(run_dir, 'step_00000080', 80).chmod(0o777)
+    shard = checkpoint_dir(run_dir, 'step_00000070', 70) / '__0_0.distcp'
+    shard.chmod(0o666)
+    linked = checkpoint_dir(run_dir, 'step_00000060', 60) / '.metadata'
+    linked.symlink_to(outside / 'step_00000090' / '__0_0.distcp')
+    found, skipped = train.discover_checkpoints(str(run_dir))
+    assert found == [(10, str(good))]
+    assert skipped == [
+        ('step_00000060', f'not trusted: {linked} is a symbolic link'),
+        ('step_00000070', f'not trusted: {shard} is writable by group or others (mode 0666)'),
+        ('step_00000080', f'not trusted: {run_dir}/step_00000080 is writable by group or others (mode 0777)'),
+        ('step_00000090', f'not trusted: {run_dir}/step_00000090 is a symbolic link')]
+
+
+@as_root
+def test_a_checkpoint_another_user_wrote_is_passed_over(tmp_path):
+    run_dir = tmp_path / 'run'
+    run_dir.mkdir(mode=0o700)
+    theirs = checkpoint_dir(run_dir, 'step_00000050', 50)
+    os.chown(theirs / train.MARKER, OTHER_UID, OTHER_UID)
+    assert train.discover_checkpoints(str(run_dir), uid=0) == (
+        [], [('step_00000050', f'not trusted: {theirs / train.MARKER} is owned by uid {OTHER_UID}, not by this '
+                               "job's uid 0")])
+
+
+class Payload:
+    """What a hostile checkpoint's pickled metadata can hold: code that runs as whoever loads it."""
+
+    def __init__(self, flag):
+        self.flag = str(flag)
+
+    def __reduce__(self):
+        return (pathlib.Path.touch, (pathlib.Path(self.flag),))
+
+
+def hostile_checkpoint(fresh_run, run_dir, flag):
+    """The fresh run's newest checkpoint copied into run_dir, its .metadata swapped for a live payload."""
+    import pickle
+    checkpoint = run_dir / 'step_00000090'
+    shutil.copytree(fresh_run[0] / 'step_00000030', checkpoint)
+    (checkpoint / train.MARKER).write_text(json.dumps({'step': 90, 'world_size': 1, 'time': 0, 'job_id': None}))
+    payload = pickle.dumps(Payload(flag))
+    (checkpoint / '.metadata').write_bytes(payload)
+    pickle.loads(payload)  # the payload is live: loading it runs it
+    assert flag.exists()
+    flag.unlink()
+    return checkpoint
+
+
+@as_root
+def test_a_hijacked_run_directory_is_refused_and_nothing_of_its_owner_runs(fresh_run, tmp_path):
+    """Another user made the run directory first, with a complete checkpoint whose metadata is a payload."""
+    run_dir, flag = tmp_path / 'llmforge-train-43', tmp_path / 'payload-ran'
+    run_dir.mkdir(mode=0o755)
+    hostile_checkpoint(fresh_run, run_dir, flag)
+    for path in [run_dir, *run_dir.rglob('*')]:
+        os.lchown(path, OTHER_UID, OTHER_UID)
+    done = subprocess.run([sys.executable, str(TRAINER), '--run-dir', str(run_dir), *TINY, '--steps', '2'],
+                          env=clean_env(), capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False)
+    assert done.returncode == train.REFUSED_EXIT, done.stdout + done.stderr
+    assert done.stderr.strip() == (f'llmforge-train: refusing the run directory: {run_dir} is owned by uid '
+                                   f"{OTHER_UID}, not by this job's uid 0")
+    assert not flag.exists() and 'step=' not in done.stdout
+    new = subprocess.run([sys.executable, str(TRAINER), '--new-run-dir', '--run-dir', str(run_dir), *TINY],
+                         env=clean_env(), capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False)
+    assert new.returncode == train.REFUSED_EXIT and 'exists already' in new.stderr and not flag.exists()
+
+
+def test_a_planted_checkpoint_in_our_run_directory_is_never_loaded(fresh_run, tmp_path):
+    """A checkpoint reached through a link (or writable by others) is passed over: the run starts fresh."""
+    run_dir, elsewhere, flag = tmp_path / 'run', tmp_path / 'elsewhere', tmp_path / 'payload-ran'
+    run_dir.mkdir(mode=0o700)
+    elsewhere.mkdir()
+    (run_dir / 'step_00000090').symlink_to(hostile_checkpoint(fresh_run, elsewhere, flag))
+    codes, stdout = run_ranks(1, run_dir, *TINY, '--steps', '2', '--ckpt-every-steps', '0')
+    assert codes == [0] and not flag.exists()
+    assert f'checkpoint skipped path={run_dir}/step_00000090 reason=not trusted: {run_dir}/step_00000090 is a ' \
+           'symbolic link' in stdout
+    assert summary_of(stdout)['resumed_step'] == 0
 
 
 # Real runs on CPU (torch) -----------------------------------------------------------------------
@@ -308,11 +452,11 @@ def test_the_program_leaves_without_torch_teardown_and_loses_no_output(tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert summary_of(done.stdout)['last_step'] == 3 and re.search(r'^step=3 loss=', done.stdout, re.M)
     assert 'python teardown ran' not in done.stderr, done.stderr
-    blocked = tmp_path / 'a-file'
-    blocked.write_text('')
-    failed = program(blocked)
+    failed = subprocess.run([sys.executable, str(TRAINER), '--run-dir', str(tmp_path / 'run2'), *TINY, '--steps', '1',
+                             '--summary', str(tmp_path / 'missing' / 'summary.json')],
+                            env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False)
     assert failed.returncode == 1, failed.stdout + failed.stderr
-    assert 'Traceback (most recent call last)' in failed.stderr and 'FileExistsError' in failed.stderr, failed.stderr
+    assert 'Traceback (most recent call last)' in failed.stderr and 'FileNotFoundError' in failed.stderr, failed.stderr
     assert 'python teardown ran' not in failed.stderr, failed.stderr
 
 
@@ -386,7 +530,7 @@ def test_directives_follow_the_variables():
         '#SBATCH --job-name=llmforge-train', '#SBATCH --nodes=2', '#SBATCH --ntasks-per-node=8',
         '#SBATCH --gpus-per-node=8', '#SBATCH --partition=gpu', '#SBATCH --time=00:30:00',
         '#SBATCH --signal=B:USR1@120', '#SBATCH --requeue', '#SBATCH --open-mode=append',
-        '#SBATCH --output=/shared/llmforge/runs/%x-%j.out']
+        '#SBATCH --output=/shared/llmforge/runs/%u/%x-%j.out']
     assert 'OMP_NUM_THREADS' not in gpu
     cpu = render(training_env_job_gpus_per_node=0, training_env_job_partition='')
     assert '--gpus-per-node' not in cpu and '--partition' not in cpu
@@ -421,7 +565,7 @@ def batch_job(tmp_path):
         log = tmp_path / 'scontrol.log'
         return log.read_text().splitlines() if log.exists() else []
 
-    return start, requeues, tmp_path, run_root / 'llmforge-train-42'
+    return start, requeues, tmp_path, run_root / getpass.getuser() / 'llmforge-train-42'
 
 
 def test_the_trainer_gets_the_run_dir_the_summary_and_every_argument(batch_job):
@@ -462,20 +606,39 @@ def test_usr1_reaches_the_trainer_and_its_requeue_exit_requeues_the_job(batch_jo
 
 
 def test_usr1_before_the_trainer_starts_requeues_without_starting_it(batch_job):
-    """Slurm may send the signal up to a minute early: here while the script is still creating the run directory."""
+    """Slurm may send the signal up to a minute early: here while the script is still naming the run directory."""
     start, requeues, tmp_path, _run_dir = batch_job
-    executable(tmp_path / 'bin' / 'mkdir', '#!/bin/sh\nkill -USR1 "$PPID"\nexec /bin/mkdir "$@"\n')
+    shell_pid = tmp_path / 'shell.pid'
+    executable(tmp_path / 'bin' / 'id', f'''#!/bin/sh
+        while [ ! -s {shell_pid} ]; do sleep 0.01; done
+        kill -USR1 "$(cat {shell_pid})"
+        exec /usr/bin/id "$@"
+        '''.replace('        ', ''))
     job = start('echo "TRAINER RAN"\n')
+    shell_pid.write_text(str(job.pid))
     output = job.communicate(timeout=30)[0]
     assert (job.returncode, requeues()) == (0, ['requeue 42']), output
     assert 'USR1 came before the trainer started (nothing new to save), requeueing job 42' in output
     assert 'TRAINER RAN' not in output and not (tmp_path / 'srun.args').exists()
 
 
+def test_a_refused_run_directory_fails_the_job_and_its_summary_is_never_read(batch_job):
+    """The trainer's exit 2: a run directory it does not trust; whatever summary lies there is someone else's."""
+    start, requeues, _tmp_path, run_dir = batch_job
+    job = start('''\
+        mkdir -p "$(dirname "$4")" && echo '{"exit_reason": "signal"}' > "$4"
+        echo "llmforge-train: refusing the run directory: $2 is owned by uid 20002" >&2
+        exit 2
+        ''')
+    output = job.communicate(timeout=30)[0]
+    assert (job.returncode, requeues()) == (2, []), output
+    assert f'the trainer refused the run directory {run_dir} (its error says why); not requeued' in output
+
+
 def test_a_signal_summary_requeues_even_when_srun_reports_a_killed_task(batch_job):
     start, requeues, _tmp_path, run_dir = batch_job
     job = start('''\
-        echo '{"exit_reason": "signal"}' > "$4"
+        mkdir -p "$(dirname "$4")" && echo '{"exit_reason": "signal"}' > "$4"
         exit 137
         ''')
     output = job.communicate(timeout=30)[0]

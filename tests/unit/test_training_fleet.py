@@ -8,6 +8,7 @@ Outputs are the trainer's own (fixtures/training): other cases rewrite fields of
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import subprocess
 import xml.etree.ElementTree as ET
@@ -140,15 +141,38 @@ def test_bad_settings_name_the_variable(shape, options, message):
 def test_the_wrapper_keeps_the_trainers_exit_code_and_removes_its_run_dir(tmp_path):
     """The srun payload itself, run by bash as rank 0 of job 77 with a stand-in trainer that exits 5."""
     trainer = tmp_path / 'trainer'
-    # Called as `--steps 3 --run-dir <dir>`: it leaves a checkpoint in the run directory the wrapper must remove.
-    trainer.write_text('#!/bin/sh\nmkdir -p "$4/step_00000030" && echo "$@" && exit 5\n')
+    # Called as `--steps 3 --new-run-dir --run-dir <dir>`: it makes the run directory and leaves a checkpoint there,
+    # which the wrapper must remove.
+    trainer.write_text('#!/bin/sh\nmkdir -m 0700 "$5" && mkdir "$5/step_00000030" && echo "$@" && exit 5\n')
     trainer.chmod(0o755)
     done = subprocess.run(['bash', '-c', fleet.RUN_WRAPPER, 'x', str(tmp_path), str(trainer), '--steps', '3'],
                           env={'SLURM_JOB_ID': '77', 'SLURM_PROCID': '0', 'PATH': '/usr/bin:/bin'},
                           capture_output=True, text=True, check=False)
     assert done.returncode == 5
-    assert done.stdout.split() == ['--steps', '3', '--run-dir', f'{tmp_path}/llmforge-validate-77']
+    assert done.stdout.split() == ['--steps', '3', '--new-run-dir', '--run-dir', f'{tmp_path}/llmforge-validate-77']
     assert not (tmp_path / 'llmforge-validate-77').exists()
+
+
+def test_the_wrapper_leaves_a_run_dir_it_does_not_own_and_a_link_alone(tmp_path):
+    """Another user's directory at the next job's name is refused by the trainer and not removed by root either."""
+    trainer = tmp_path / 'trainer'
+    trainer.write_text('#!/bin/sh\nexit 2\n')
+    trainer.chmod(0o755)
+    elsewhere = tmp_path / 'elsewhere'
+    elsewhere.mkdir()
+    (elsewhere / 'keep').write_text('')
+    (tmp_path / 'llmforge-validate-78').symlink_to(elsewhere)
+    env = {'SLURM_PROCID': '0', 'PATH': '/usr/bin:/bin'}
+    linked = subprocess.run(['bash', '-c', fleet.RUN_WRAPPER, 'x', str(tmp_path), str(trainer)],
+                            env=dict(env, SLURM_JOB_ID='78'), check=False)
+    assert linked.returncode == 2 and (tmp_path / 'llmforge-validate-78').is_symlink() and (elsewhere / 'keep').exists()
+    if os.geteuid() == 0:
+        foreign = tmp_path / 'llmforge-validate-79'
+        foreign.mkdir()
+        os.chown(foreign, 20002, 20002)
+        done = subprocess.run(['bash', '-c', fleet.RUN_WRAPPER, 'x', str(tmp_path), str(trainer)],
+                              env=dict(env, SLURM_JOB_ID='79'), check=False)
+        assert done.returncode == 2 and foreign.is_dir()
 
 
 # --- verdicts --------------------------------------------------------------------------------------
@@ -202,6 +226,31 @@ def test_loss_that_does_not_decrease_fails_the_node():
     assert failing(bad) == [('training_loss', 'single')]
     assert bad['checks'][0]['message'] == 'gpu2: the loss did not decrease: 2.5000 -> 2.6000'
     assert drain.drain_reason(bad['checks']) == 'llmforge: training_loss single 2.6'
+
+
+@pytest.mark.parametrize('first, last', [(5.5, float('nan')), (float('nan'), float('nan')), (5.5, float('-inf')),
+                                         (float('inf'), 2.0)])
+def test_a_loss_that_is_not_finite_fails_the_node(first, last):
+    """NaN compares false with everything: a GPU producing NaNs must fail, not pass as 'decreased: 5.5 -> nan'."""
+    planned = plan(['gpu1', 'gpu2'], gpus=0)
+    summary = output(world_size=1, nodes=['gpu2'], loss_first=first, loss_last=last)
+    verdict = judged(planned, overrides={'gpu2 #1': lambda run: finished(run, stdout=summary)})
+    bad = verdict['nodes']['gpu2']
+    assert failing(bad) == [('training_loss', 'single')] and not bad['healthy']
+    assert bad['checks'][0]['message'] == f'gpu2: the loss is not a finite number: {first} -> {last} (NaN or inf: ' \
+                                          'suspect the GPU or its numerics)'
+    assert verdict['nodes']['gpu1']['healthy']
+    # The report stays JSON: non-finite numbers are left out of its table, never written as NaN.
+    json.dumps(verdict['cluster'], allow_nan=False)
+
+
+@pytest.mark.parametrize('tokens', [float('nan'), float('inf'), 0, -5.0])
+def test_tokens_per_s_that_is_not_a_positive_finite_number_fails_the_run(tokens):
+    planned = plan(['gpu1', 'gpu2'], gpus=0)
+    summary = output(world_size=1, nodes=['gpu2'], tokens_per_s=tokens)
+    bad = judged(planned, overrides={'gpu2 #1': lambda run: finished(run, stdout=summary)})['nodes']['gpu2']
+    assert failing(bad) == [('training_run', 'single')]
+    assert 'tokens/s is not a positive finite number' in bad['checks'][0]['message']
 
 
 SRUN_FAILED = 'srun: error: gpu2: task 0: Exited with exit code 1\n'

@@ -24,6 +24,7 @@ ENVS = '/shared/llmforge/envs'
 ENV = f'{ENVS}/llmforge-train'
 SBATCH = f'{ENV}/share/llmforge/llmforge-train.sbatch'
 RUNS = '/shared/llmforge/runs'
+USER_RUNS = f'{RUNS}/root'  # the jobs here are root's: each user's runs are in <run root>/<user>
 TARGET = 60          # the inventory's training_env_job_args: --steps 60 --ckpt-every-steps 10
 DRILLS = os.environ.get('LLMFORGE_TRAINING_DRILLS', '1') == '1'
 
@@ -50,7 +51,7 @@ def wait_finished(ctl, job, timeout):
 
 
 def run_dir(job):
-    return f'{RUNS}/llmforge-train-{job}'
+    return f'{USER_RUNS}/llmforge-train-{job}'
 
 
 def read_json(host, path):
@@ -58,7 +59,7 @@ def read_json(host, path):
 
 
 def log_of(ctl, job):
-    return ctl.file(f'{RUNS}/llmforge-train-{job}.out').content_string
+    return ctl.file(f'{USER_RUNS}/llmforge-train-{job}.out').content_string
 
 
 def checkpoints(ctl, directory):
@@ -131,7 +132,7 @@ def test_checkpoints_are_complete_and_nothing_half_written_is_left(ctl, trained)
 
 def test_half_written_checkpoints_are_never_resumed_from(ctl, trained):
     """A copy of the finished run gets the leftovers of writes killed half-way; the next job resumes from step 60."""
-    directory = f'{RUNS}/half-written'
+    directory = f'{USER_RUNS}/half-written'
     ctl.check_output(f'rm -rf {directory} && cp -a {run_dir(trained["job"])} {directory}')
     # Killed before the rename: a hidden temporary directory. Killed between rename and marker cannot happen (the
     # marker is written before the rename), but a copy interrupted by hand looks like this: no marker.

@@ -21,8 +21,16 @@ Checkpoints (torch.distributed.checkpoint: every rank writes its own shard files
 The rename is the commit point. Resume takes the newest step_* that has the marker and loads; hidden
 directories, directories without the marker and checkpoints that fail to load are passed over.
 
+A checkpoint's metadata is a pickle: loading it runs whatever code it names. So the run directory is a trust
+boundary. It is made 0700 when it does not exist (with --new-run-dir it must not exist: made exclusively); a run
+directory that is a symbolic link, is not owned by this process's user or is writable by group or others is
+refused (exit 2), and so is one below a directory that another user could rename it in (not owned by root or this
+user, or writable by others without the sticky bit). A step_* entry that is a link, belongs to another user or is
+group- or world-writable, or holds such a file, is passed over with the reason.
+
 Exit codes: 0 target step reached; 3 (REQUEUE_EXIT) stopped by SIGUSR1/SIGTERM after a checkpoint, requeue
-the job to continue; anything else is an error.
+the job to continue; 2 (REFUSED_EXIT) the run directory was refused (the message says why); anything else is an
+error.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ import secrets
 import shutil
 import signal
 import socket
+import stat
 import statistics
 import subprocess
 import sys
@@ -72,6 +81,7 @@ except ImportError:  # the launch and checkpoint-discovery helpers stay usable (
     torch = None
 
 REQUEUE_EXIT = 3
+REFUSED_EXIT = 2
 MARKER = 'llmforge-complete.json'
 CHECKPOINT_NAME = re.compile(r'step_(?P<step>[0-9]+)')
 TMP_PREFIX = '.tmp-step_'
@@ -135,17 +145,96 @@ def rendezvous(environ, host_of=first_host) -> dict:
             'job_id': job_id or None, 'restart_count': int(pick('SLURM_RESTART_COUNT', default=0))}
 
 
+# Trust: what another user could have written is never resumed from ----------------------------------
+
+class RefusedRunDir(Exception):
+    """The run directory cannot be trusted (or made); the message says why."""
+
+
+def entry_problem(path: str, info: os.stat_result, uid: int) -> str | None:
+    """Why a file or directory (its lstat) inside a run is not trusted, or None."""
+    if stat.S_ISLNK(info.st_mode):
+        return f'{path} is a symbolic link'
+    if not (stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)):
+        return f'{path} is neither a directory nor a regular file'
+    if info.st_uid != uid:
+        return f'{path} is owned by uid {info.st_uid}, not by this job\'s uid {uid}'
+    if info.st_mode & 0o022:
+        return f'{path} is writable by group or others (mode {stat.S_IMODE(info.st_mode):04o})'
+    return None
+
+
+def ancestor_problem(directory: str, uid: int) -> str | None:
+    """Why the directories above a run could let another user swap it, or None (like OpenSSH's StrictModes)."""
+    path = os.path.realpath(directory)
+    while True:
+        info = os.stat(path)
+        if info.st_uid not in (0, uid):
+            return f'{path} (above the run directory) is owned by uid {info.st_uid}, neither root nor {uid}'
+        if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+            return (f'{path} (above the run directory) is writable by group or others without the sticky bit '
+                    f'(mode {stat.S_IMODE(info.st_mode):04o}): another user could replace the run directory')
+        parent = os.path.dirname(path)
+        if parent == path:
+            return None
+        path = parent
+
+
+def prepare_run_dir(run_dir: str, uid: int, new: bool = False) -> str:
+    """Make the run directory (0700) or check the existing one; its absolute path, or RefusedRunDir saying why.
+
+    With `new` it must not exist yet: an exclusive mkdir, so a directory someone else made first is never used.
+    """
+    run_dir = os.path.abspath(run_dir)
+    try:
+        os.mkdir(run_dir, 0o700)
+    except FileExistsError:
+        if new:
+            raise RefusedRunDir(f'{run_dir} exists already: a new run needs a directory it makes itself '
+                                '(another user may have made it)') from None
+    except OSError as error:
+        raise RefusedRunDir(f'cannot make {run_dir}: {error.strerror or error}') from None
+    problem = entry_problem(run_dir, os.lstat(run_dir), uid)
+    if problem is None and not stat.S_ISDIR(os.lstat(run_dir).st_mode):
+        problem = f'{run_dir} is not a directory'
+    problem = problem or ancestor_problem(os.path.dirname(run_dir), uid)
+    if problem:
+        raise RefusedRunDir(problem)
+    return run_dir
+
+
+def checkpoint_problem(path: str, uid: int) -> str | None:
+    """Why a step_* directory or anything in it is not trusted, or None; links are reported, never followed."""
+    problem = entry_problem(path, os.lstat(path), uid)
+    if problem or not stat.S_ISDIR(os.lstat(path).st_mode):
+        return problem or f'{path} is not a directory'
+    for folder, directories, files in os.walk(path):
+        for name in directories + files:
+            problem = entry_problem(os.path.join(folder, name), os.lstat(os.path.join(folder, name)), uid)
+            if problem:
+                return problem
+    return None
+
+
 # Checkpoint discovery ----------------------------------------------------------------------------
 
-def discover_checkpoints(run_dir: str) -> tuple[list[tuple[int, str]], list[tuple[str, str]]]:
-    """Complete checkpoints as (step, path), newest first, and the (name, reason) of those passed over."""
+def discover_checkpoints(run_dir: str, uid: int | None = None) -> tuple[list[tuple[int, str]], list[tuple[str, str]]]:
+    """Complete checkpoints as (step, path), newest first, and the (name, reason) of those passed over.
+
+    A step_* entry that is a link, or that (or anything in it) is another user's or group/world-writable, is passed
+    over with the reason (uid: the job's user, this process's by default).
+    """
+    uid = os.geteuid() if uid is None else uid
     found, skipped = [], []
     with os.scandir(run_dir) as entries:
         for entry in entries:
             match = CHECKPOINT_NAME.fullmatch(entry.name)
-            if not match or not entry.is_dir():
+            if not match or not (entry.is_dir() or entry.is_symlink()):
                 continue
-            step, reason = int(match['step']), None
+            step, reason = int(match['step']), checkpoint_problem(entry.path, uid)
+            if reason:
+                skipped.append((entry.name, f'not trusted: {reason}'))
+                continue
             try:
                 with open(os.path.join(entry.path, MARKER), encoding='utf-8') as handle:
                     marker = json.load(handle)
@@ -269,6 +358,8 @@ def synthetic_batch(successors, seed: int, step: int, rank: int, batch_size: int
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog='llmforge-train', description=__doc__.split('\n\n', maxsplit=1)[0])
     parser.add_argument('--run-dir', required=True, help='checkpoints go to RUN_DIR/step_%%08d')
+    parser.add_argument('--new-run-dir', action='store_true',
+                        help='RUN_DIR must not exist yet: it is made exclusively (never resume from what was there)')
     parser.add_argument('--steps', type=int, default=200, help='target step (steps are numbered 1..N)')
     parser.add_argument('--ckpt-every-steps', type=int, default=50, help='0 turns step-based checkpoints off')
     parser.add_argument('--ckpt-every-minutes', type=float, default=0.0, help='0 turns time-based checkpoints off')
@@ -338,8 +429,17 @@ class Trainer:
         self.token = shared[0]
         self.hosts = [None] * self.world
         dist.all_gather_object(self.hosts, socket.gethostname())
+        os.umask(os.umask(0o022) | 0o022)  # checkpoints group- or world-writable would be refused on resume
+        refused = [None]
         if self.rank == 0:
-            os.makedirs(self.args.run_dir, exist_ok=True)
+            try:
+                prepare_run_dir(self.args.run_dir, os.geteuid(), new=self.args.new_run_dir)
+            except RefusedRunDir as error:
+                refused[0] = str(error)
+        dist.broadcast_object_list(refused, src=0)  # every rank stops, none waits in a collective for rank 0
+        if refused[0]:
+            dist.destroy_process_group()
+            raise RefusedRunDir(refused[0])
         self.build()
 
     def build(self) -> None:
@@ -480,11 +580,17 @@ def main(argv=None, leave_at_once=False) -> int:
     if leave_at_once:
         try:
             code = trainer.run()
+        except RefusedRunDir as error:
+            print(f'llmforge-train: refusing the run directory: {error}', file=sys.stderr)
+            code = REFUSED_EXIT
         except BaseException:  # noqa: BLE001 - reported as Python would, then the same exit without destructors
             traceback.print_exc()
             code = 1
         leave(code)
-    return trainer.run()
+    try:
+        return trainer.run()
+    except RefusedRunDir as error:
+        raise SystemExit(f'llmforge-train: refusing the run directory: {error}') from None
 
 
 def leave(code: int) -> NoReturn:
