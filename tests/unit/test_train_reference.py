@@ -537,6 +537,43 @@ def test_directives_follow_the_variables():
     assert 'export OMP_NUM_THREADS="${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}"' in cpu
 
 
+PROLOG = ROOT / 'roles' / 'training_env' / 'templates' / 'prolog-run-root.sh.j2'
+
+
+def run_prolog(tmp_path, run_root, **job_env):
+    jinja2 = pytest.importorskip('jinja2')
+    core = pytest.importorskip('ansible.plugins.filter.core')
+    environment = jinja2.Environment(trim_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+    environment.filters.update(core.FilterModule().filters())
+    script = tmp_path / '40-llmforge-run-root'
+    script.write_text(environment.from_string(PROLOG.read_text()).render(
+        ansible_managed='Ansible managed', training_env_job_run_root=str(run_root)))
+    return subprocess.run(['sh', str(script)], env={'PATH': os.environ['PATH'], **job_env}, capture_output=True,
+                          text=True, check=False), script
+
+
+def test_the_prolog_makes_each_users_private_run_directory_and_never_fails(tmp_path):
+    run_root = tmp_path / 'runs'
+    run_root.mkdir()
+    uid, gid = (OTHER_UID, OTHER_UID) if os.geteuid() == 0 else (os.geteuid(), os.getegid())
+    done, script = run_prolog(tmp_path, run_root, SLURM_JOB_USER='bob', SLURM_JOB_UID=str(uid), SLURM_JOB_GID=str(gid))
+    made = os.lstat(run_root / 'bob')
+    assert done.returncode == 0 and (made.st_uid, stat.S_IMODE(made.st_mode)) == (uid, 0o700)
+    (run_root / 'bob').chmod(0o750)  # an existing directory is the user's to keep as they like
+    assert run_prolog(tmp_path, run_root, SLURM_JOB_USER='bob', SLURM_JOB_UID=str(uid),
+                      SLURM_JOB_GID=str(gid))[0].returncode == 0
+    assert stat.S_IMODE(os.lstat(run_root / 'bob').st_mode) == 0o750
+    for user in ('', '..', 'a/b', '-rf'):
+        done, _ = run_prolog(tmp_path, run_root, SLURM_JOB_USER=user, SLURM_JOB_UID='1', SLURM_JOB_GID='1')
+        assert done.returncode == 0, user
+    assert run_prolog(tmp_path, tmp_path / 'missing', SLURM_JOB_USER='bob', SLURM_JOB_UID='1',
+                      SLURM_JOB_GID='1')[0].returncode == 0
+    assert sorted(path.name for path in run_root.iterdir()) == ['bob'] and not (tmp_path / 'missing').exists()
+    if shutil.which('shellcheck'):
+        checked = subprocess.run(['shellcheck', str(script)], capture_output=True, text=True, check=False)
+        assert checked.returncode == 0, checked.stdout
+
+
 @pytest.fixture
 def batch_job(tmp_path):
     """Run the rendered script as Slurm would start the batch shell, with stand-ins for srun, scontrol and the trainer."""
