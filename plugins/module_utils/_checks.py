@@ -19,6 +19,8 @@ PASS, FAIL, WARN, SKIP = 'pass', 'fail', 'warn', 'skip'
 # Readings and inventory numbers never need more digits than this; int() refuses over 4300 with a ValueError.
 MAX_DIGITS = 30
 _ASCII_DIGITS = re.compile(r'[0-9]+')
+# Runs of at most MAX_DIGITS ASCII digits: a longer run splits into several, each one int() reads.
+_DIGIT_RUNS = re.compile(r'([0-9]{1,%d})' % MAX_DIGITS)
 
 # A judge looks at one subject and says (status, actual value, message).
 Judge = t.Callable[[t.Any], t.Tuple[str, t.Any, str]]
@@ -83,3 +85,8 @@ def whole_number(text: t.Any, max_digits: int = MAX_DIGITS) -> t.Optional[int]:
         return None
     text = text.strip()
     return int(text) if ascii_digits(text, max_digits) else None
+
+
+def natural_key(name: str) -> tuple[t.Any, ...]:
+    """Sort key that puts n2 before n10: ASCII digit runs compare as numbers, the text between them as text."""
+    return tuple(int(part) if index % 2 else part for index, part in enumerate(_DIGIT_RUNS.split(name)))

@@ -32,7 +32,8 @@ from ansible_collections.llmforge.cluster.plugins.module_utils import _dcgm_diag
 from ansible_collections.llmforge.cluster.plugins.module_utils import _hostlist as hostlist
 from ansible_collections.llmforge.cluster.plugins.module_utils import _prometheus as prometheus
 from ansible_collections.llmforge.cluster.plugins.module_utils import _slurm_drain as drain
-from ansible_collections.llmforge.cluster.plugins.module_utils._checks import FAIL, PASS, WARN, check
+from ansible_collections.llmforge.cluster.plugins.module_utils._checks import (
+    FAIL, PASS, WARN, check, finite, natural_key)
 
 UNHEALTHY = (dcgm.FAIL, dcgm.ERROR, dcgm.HANG)
 # Our DCGM drain reasons, any level: `llmforge: dcgm L1 fail: ...`, `llmforge: dcgm L3 pending: ...`.
@@ -84,8 +85,7 @@ def summary(result: t.Any, level: int) -> t.Optional[dict[str, t.Any]]:
         'detail': dcgm.clean_reason(detail),
         'failing_gpus': list(result.get('failing_gpus') or []),
         'messages': [str(item) for item in (result.get('messages') or [])][:10],
-        'duration_seconds': float(duration) if isinstance(duration, (int, float)) and not isinstance(duration, bool)
-        else None,
+        'duration_seconds': finite(duration),
     }
 
 
@@ -258,8 +258,7 @@ def reservation_nodes(result: t.Mapping[str, t.Any]) -> t.Optional[list[str]]:
 
 
 def _ordered(names: t.Iterable[str]) -> list[str]:
-    return sorted(set(names), key=lambda name: [int(part) if part.isdigit() else part
-                                                for part in re.split(r'(\d+)', name)])
+    return sorted(set(names), key=natural_key)
 
 
 def wanted_nodes(current: t.Optional[t.Iterable[str]], add: t.Iterable[str] = (),

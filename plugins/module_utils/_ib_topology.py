@@ -72,7 +72,7 @@ _PORTS_REPORT = re.compile(r'(?:CA|SW|RT)\s+\d+\s+\d+\s+0x[0-9a-f]+', re.IGNOREC
 _ID_KIND = {'S': 'Switch', 'H': 'Ca', 'R': 'Rt'}
 _MELLANOX_NAME = re.compile(r'[^;]*;([^:;]+):')
 _UNSAFE_NAME_CHARS = re.compile(r'[^A-Za-z0-9._-]+')
-_DIGITS = re.compile(r'(\d+)')
+_DIGITS = re.compile(r'([0-9]{1,30})')  # ASCII and bounded: int() reads every run
 _HOSTLIST_RESERVED = re.compile(r'[\[\],\s]')
 
 
@@ -243,7 +243,7 @@ class HostCa(t.NamedTuple):
 
 def natural_key(text: str) -> list:
     """gpu2 before gpu10, mlx5_2 before mlx5_10."""
-    return [int(part) if part.isdigit() else part for part in _DIGITS.split(text)]
+    return [int(part) if index % 2 else part for index, part in enumerate(_DIGITS.split(text))]
 
 
 def compile_host_pattern(pattern: t.Optional[str]) -> re.Pattern:

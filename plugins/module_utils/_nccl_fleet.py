@@ -21,12 +21,12 @@ attributed by the bisection) and `nccl_run` (a run that failed for other reasons
 from __future__ import annotations
 
 import collections
-import re
 import statistics
 import typing as t
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import _fabric_plan as fabric
-from ansible_collections.llmforge.cluster.plugins.module_utils._checks import FAIL, PASS, WARN, check, healthy
+from ansible_collections.llmforge.cluster.plugins.module_utils._checks import (
+    FAIL, PASS, WARN, check, finite, healthy, natural_key, non_finite)
 
 KINDS = ('single', 'pair', 'retest')
 JOB_NAME = 'llmforge-nccl'
@@ -37,11 +37,6 @@ PAIR_LAYOUTS = ('rank_per_gpu', 'rank_per_node')
 
 class NcclFleetError(ValueError):
     """Bad input; the message names the field."""
-
-
-def natural_key(name: str) -> tuple[t.Any, ...]:
-    """Sort key that puts n2 before n10."""
-    return tuple(int(part) if part.isdigit() else part for part in re.split(r'(\d+)', name))
 
 
 def check_tolerance(tolerance_pct: t.Any, error: type[ValueError] = NcclFleetError) -> float:
@@ -186,9 +181,13 @@ def judge_tests(runs: t.Sequence[t.Mapping[str, t.Any]], thresholds: t.Mapping[s
     for index, run in enumerate(runs):
         groups.setdefault(_run_key(run, index), []).append(run['result'] or {})
     medians: dict[tuple[str, str, tuple[str, ...]], t.Optional[float]] = {}
+    # A NaN or infinite busbw is a broken run: it fails its test and stays out of every median.
+    damaged: dict[tuple[str, str, tuple[str, ...]], list[t.Any]] = {}
     for key, results in groups.items():
-        values = [r['plateau_busbw_gbps'] for r in results if isinstance(r.get('plateau_busbw_gbps'), (int, float))]
-        medians[key] = statistics.median(values) if values else None
+        measured = [r.get('plateau_busbw_gbps') for r in results]
+        damaged[key] = [value for value in measured if non_finite(value)]
+        values = [number for number in map(finite, measured) if number is not None]
+        medians[key] = statistics.median(values) if values and not damaged[key] else None
     family_medians: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
     for (test, kind, _nodes), busbw in medians.items():
         if busbw is not None:
@@ -208,7 +207,9 @@ def judge_tests(runs: t.Sequence[t.Mapping[str, t.Any]], thresholds: t.Mapping[s
         if broken or any(r.get('failed') for r in results):
             first = broken[0] if broken else {'name': 'run', 'message': next((r.get('msg') for r in results if r.get('failed')), 'failed')}
             problems.append(('run', f"{first['name']}: {first.get('message')}"))
-        if busbw is None:
+        if damaged[key]:
+            problems.append(('run', f'busbw {damaged[key][0]} is not a finite number'))
+        elif busbw is None:
             problems.append(('run', 'no busbw measured'))
         else:
             if floor is not None and busbw < floor:

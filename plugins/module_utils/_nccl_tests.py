@@ -17,21 +17,22 @@ import typing as t
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import _proc as proc
 from ansible_collections.llmforge.cluster.plugins.module_utils._checks import (
-    FAIL, PASS, check as _check, failure_summary as _failure_summary, healthy, skip as _skip)
+    FAIL, PASS, check as _check, failure_summary as _failure_summary, finite, healthy, skip as _skip)
 
 DEFAULT_PLATEAU_MIN_BYTES = 1 << 30
 WHAT = 'nccl-tests'
 
-_VERSION = re.compile(r'^# nccl-tests version (\S+)(?:.*\bnccl-library=(\d+))?')
+# ASCII digits only ([0-9], not \\d): a line of other scripts' digits is no row, device or count.
+_VERSION = re.compile(r'^# nccl-tests version (\S+)(?:.*\bnccl-library=([0-9]+))?')
 _COLLECTIVE = re.compile(r'^# Collective test starting: (\S+)')
-_DEVICE = re.compile(r'^#\s+Rank\s+(\d+)\s+Group\s+(\d+)\s+Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+\[([^\]]*)\]\s+(.*?)\s*$')
-_OUT_OF_BOUNDS = re.compile(r'^#\s*Out of bounds values\s*:\s*(\d+)')
+_DEVICE = re.compile(r'^#\s+Rank\s+([0-9]+)\s+Group\s+([0-9]+)\s+Pid\s+([0-9]+)\s+on\s+(\S+)\s+device\s+([0-9]+)\s+\[([^\]]*)\]\s+(.*?)\s*$')
+_OUT_OF_BOUNDS = re.compile(r'^#\s*Out of bounds values\s*:\s*([0-9]+)')
 _AVG_BUSBW = re.compile(r'^#\s*Avg bus bandwidth\s*:\s*(\S+)')
-_ROW_START = re.compile(r'^\s*\d+\s')
+_ROW_START = re.compile(r'^\s*[0-9]+\s')
 # More digits than any size, count, rank or status nccl-tests prints: a damaged value.
 _MAX_DIGITS = 20
 _WHOLE = re.compile(rf'^[-+]?[0-9]{{1,{_MAX_DIGITS}}}$')
-_RECORDED_EXIT = re.compile(r'^\[rc=(-?\d+)\]\s*$')
+_RECORDED_EXIT = re.compile(r'^\[rc=(-?[0-9]+)\]\s*$')
 # Lines nccl-tests prints when something went wrong: the FAILED verdicts and the `Test failure` family
 # (`Test failure`, `Test NCCL failure`, `Test CUDA failure`).
 _FAILURE_LINE = re.compile(r'\bFAILED\b|\bTest (?:NCCL |CUDA )?failure\b')
@@ -163,13 +164,15 @@ def _parse_comment(line: str, facts: dict[str, t.Any]) -> None:
 
 
 def plateau(rows: t.Sequence[t.Mapping[str, t.Any]], min_bytes: int) -> tuple[float, int, bool]:
-    """(best out-of-place busbw over sizes >= min_bytes, its size, False), or the largest size's (..., True)."""
+    """(best out-of-place busbw over sizes >= min_bytes, its size, False), or the largest size's (..., True).
+
+    A NaN or infinite busbw among them is returned instead: max() over NaN depends on the order, and it is no figure.
+    """
     large = [row for row in rows if row['size'] >= min_bytes]
-    if large:
-        best = max(large, key=lambda row: row['out_of_place']['busbw_gbps'])
-        return best['out_of_place']['busbw_gbps'], best['size'], False
-    largest = max(rows, key=lambda row: row['size'])
-    return largest['out_of_place']['busbw_gbps'], largest['size'], True
+    candidates = large or [max(rows, key=lambda row: row['size'])]
+    damaged = [row for row in candidates if finite(row['out_of_place']['busbw_gbps']) is None]
+    best = damaged[0] if damaged else max(candidates, key=lambda row: row['out_of_place']['busbw_gbps'])
+    return best['out_of_place']['busbw_gbps'], best['size'], not large
 
 
 def human_bytes(size: int) -> str:
@@ -193,7 +196,10 @@ def evaluate(facts: t.Mapping[str, t.Any], min_busbw_gbps: t.Optional[float] = N
              if not fell_back else
              f'at {human_bytes(at_bytes)}, the largest size run, as no size >= {human_bytes(plateau_min_bytes)} was run')
     checks = []
-    if min_busbw_gbps is None:
+    if finite(busbw) is None:
+        checks.append(_check('busbw', FAIL, subject, min_busbw_gbps, str(busbw),
+                             f'busbw {where.partition(",")[0]} is not a finite number ({busbw}): no bandwidth to judge'))
+    elif min_busbw_gbps is None:
         checks.append(_skip('busbw', f'no min_busbw_gbps set; plateau busbw {busbw:g} GB/s {where}'))
     else:
         ok = busbw >= min_busbw_gbps

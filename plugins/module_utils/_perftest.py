@@ -24,6 +24,8 @@ import math
 import re
 import typing as t
 
+from ansible_collections.llmforge.cluster.plugins.module_utils._checks import finite
+
 GBITS_UNIT = 'Gb/sec'
 MBYTES_UNIT = 'MB/sec'
 
@@ -136,7 +138,7 @@ def _is_number(value: object) -> bool:
 def judge_bw(result: dict, expected_gbps: float, tolerance: float = 0.9) -> dict:
     """Pass a parsed result when its ``best`` row averages at least ``expected_gbps * tolerance``.
 
-    A nan average fails. Raises ``ValueError`` for a tolerance outside (0, 1] or a non-positive expectation.
+    A nan or infinite average fails. Raises ``ValueError`` for a tolerance outside (0, 1] or a non-positive expectation.
     """
     if not _is_number(tolerance) or not 0 < tolerance <= 1:
         raise ValueError(f'tolerance {tolerance!r} is not in (0, 1]')
@@ -147,8 +149,14 @@ def judge_bw(result: dict, expected_gbps: float, tolerance: float = 0.9) -> dict
     best = result['best']
     average = best['average_gbps']
     threshold = expected_gbps * tolerance
-    passed = average >= threshold
-    comparison = '>=' if passed else 'below'
-    message = (f"{average:.2f} Gb/s average at {best['bytes']} bytes {comparison} the {threshold:.2f} Gb/s threshold "
-               f'({tolerance * 100:g}% of {expected_gbps:g} Gb/s)')
+    # printf writes inf for a run of no time: a bandwidth that cannot be judged fails, it never passes as "fast".
+    if finite(average) is None:
+        passed = False
+        message = (f"the average at {best['bytes']} bytes, {average}, is not a finite number: no bandwidth to judge "
+                   f'against the {threshold:.2f} Gb/s threshold')
+    else:
+        passed = average >= threshold
+        comparison = '>=' if passed else 'below'
+        message = (f"{average:.2f} Gb/s average at {best['bytes']} bytes {comparison} the {threshold:.2f} Gb/s "
+                   f'threshold ({tolerance * 100:g}% of {expected_gbps:g} Gb/s)')
     return {'status': 'pass' if passed else 'fail', 'average_gbps': average, 'threshold_gbps': threshold, 'message': message}

@@ -13,7 +13,7 @@ import re
 import typing as t
 
 from ansible_collections.llmforge.cluster.plugins.module_utils._checks import (
-    FAIL, PASS, SKIP, WARN, check, failure_summary as _failure_summary, healthy, per_subject, skip)
+    FAIL, PASS, SKIP, WARN, check, failure_summary as _failure_summary, finite, healthy, per_subject, skip)
 
 # Bit width of each error counter: the kernel stops counting at the maximum, so a saturated value means
 # "at least this many".
@@ -53,8 +53,13 @@ EXPECTED_TYPES: dict[str, type | tuple[type, ...]] = {
 DEFAULTS = {'state': 'ACTIVE', 'phys_state': 'LinkUp'}
 STATES = ('NOP', 'DOWN', 'INIT', 'ARMED', 'ACTIVE', 'ACTIVE_DEFER')
 PHYS_STATES = ('Sleep', 'Polling', 'Disabled', 'PortConfigurationTraining', 'LinkUp', 'LinkErrorRecovery', 'Phy Test')
-_RATE = re.compile(r'^(?P<gbps>\d+(?:\.\d+)?) Gb/sec(?: \((?P<width>\d+)X(?: (?P<speed>\w+))?\))?$')
-_PCIE_SPEED = re.compile(r'^(\d+(?:\.\d+)?) GT/s')
+# ASCII digits, bounded: float() reads other scripts' digits, and a long run of digits as inf, a rate that passes.
+_RATE = re.compile(r'^(?P<gbps>[0-9]{1,6}(?:\.[0-9]{1,6})?) Gb/sec'
+                   r'(?: \((?P<width>[0-9]{1,2})X(?: (?P<speed>[A-Za-z0-9_]+))?\))?$')
+_PCIE_SPEED = re.compile(r'^([0-9]{1,6}(?:\.[0-9]{1,6})?) GT/s')
+_DECIMAL = re.compile(r'[0-9]{1,20}')
+_SIGNED = re.compile(r'-?[0-9]{1,20}')
+_HEX = re.compile(r'(?:0[xX])?[0-9a-fA-F]{1,16}')
 
 
 class RdmaLinksError(Exception):
@@ -95,6 +100,9 @@ def _check_values(want: dict[str, t.Any]) -> None:
             re.compile(want['devices'])
         except re.error as err:
             raise RdmaLinksError(f'expected.devices is not a valid regular expression: {err}') from None
+    rate = want.get('rate_gbps')
+    if rate is not None and (finite(rate) is None or rate < 0):
+        raise RdmaLinksError(f'expected.rate_gbps must be a finite number >= 0 (Gb/s), got {rate!r}')
     if want.get('link_layer') not in (None, 'InfiniBand', 'Ethernet'):
         raise RdmaLinksError(f"expected.link_layer must be InfiniBand or Ethernet, got {want['link_layer']!r}")
     if want.get('state') not in (None,) + STATES:
@@ -135,11 +143,10 @@ def _enum_name(value: t.Optional[str]) -> t.Optional[str]:
     return value.split(':', 1)[1].strip() if ':' in value else value
 
 
-def _int(value: t.Optional[str], base: int = 10) -> t.Optional[int]:
-    try:
-        return int(value, base) if value is not None else None
-    except ValueError:
-        return None
+def _int(value: t.Optional[str], base: int = 10, signed: bool = False) -> t.Optional[int]:
+    """A sysfs number in ASCII digits (hex for base 16, a sign only where the kernel prints one), else None."""
+    pattern = _HEX if base == 16 else _SIGNED if signed else _DECIMAL
+    return int(value, base) if value is not None and pattern.fullmatch(value) else None
 
 
 def parse_rate(value: t.Optional[str]) -> dict[str, t.Any]:
@@ -172,10 +179,11 @@ def _netdev(sysfs_root: str, hca_dir: str, port: int) -> t.Optional[str]:
     return None
 
 
-def _counters(port_dir: str) -> dict[str, int]:
+def _counters(port_dir: str) -> dict[str, t.Optional[int]]:
+    """The counters the kernel lets us read; one whose text is not a count is kept as None, to fail its limit."""
     counters_dir = os.path.join(port_dir, 'counters')
-    values = {name: _int(_read(os.path.join(counters_dir, name))) for name in _listdir(counters_dir)}
-    return {name: value for name, value in values.items() if value is not None}
+    texts = {name: _read(os.path.join(counters_dir, name)) for name in _listdir(counters_dir)}
+    return {name: _int(text) for name, text in texts.items() if text is not None}
 
 
 def read_ports(sysfs_root: str) -> list[dict[str, t.Any]]:
@@ -193,7 +201,7 @@ def read_ports(sysfs_root: str) -> list[dict[str, t.Any]]:
             'fw_ver': _read(os.path.join(hca_dir, 'fw_ver')),
             'board_id': _read(os.path.join(hca_dir, 'board_id')),
             'hca_type': _read(os.path.join(hca_dir, 'hca_type')),
-            'numa_node': _int(_read(os.path.join(hca_dir, 'device', 'numa_node'))),
+            'numa_node': _int(_read(os.path.join(hca_dir, 'device', 'numa_node')), signed=True),
             'pcie': _pcie(os.path.join(hca_dir, 'device')),
         }
         for port_name in sorted(_listdir(os.path.join(hca_dir, 'ports')), key=lambda p: _int(p) or 0):
@@ -269,8 +277,14 @@ def _judge_counters(limits: t.Mapping[str, int]) -> t.Callable[[Port], tuple[str
         over = {}
         notes = []
         for name, limit in limits.items():
-            value = port['counters'].get(name)
-            if value is None or value <= limit:
+            if name not in port['counters']:
+                continue
+            value = port['counters'][name]
+            if value is None:
+                over[name] = None
+                notes.append(f'{name} is not a count (the kernel prints a decimal number)')
+                continue
+            if value <= limit:
                 continue
             over[name] = value
             bits = COUNTER_BITS.get(name)

@@ -32,7 +32,7 @@ _RELATION_LEGEND = (
     ('self', 'X', 'the device itself'),
 )
 _XML_INVALID = re.compile('[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]')
-_DIGITS = re.compile(r'(\d+)')
+_DIGITS = re.compile(r'([0-9]{1,30})')  # ASCII and bounded: int() reads every run
 _CHECK_TEXT_FIELDS = ('name', 'subject', 'message')
 
 
@@ -75,7 +75,8 @@ def collect_results(registered: t.Mapping[str, t.Mapping[str, t.Any]],
 
 def _natural(name: str) -> tuple[t.Any, ...]:
     """Sort key that puts gpu2 before gpu10."""
-    return tuple((0, int(part), '') if part.isdigit() else (1, 0, part) for part in _DIGITS.split(name) if part)
+    return tuple((0, int(part), '') if index % 2 else (1, 0, part)
+                 for index, part in enumerate(_DIGITS.split(name)) if part)
 
 
 def _device_key(name: str) -> tuple[t.Any, ...]:

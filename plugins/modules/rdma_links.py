@@ -139,7 +139,7 @@ ports:
       description: PCIe link of the HCA, speed in GT/s and width, current and maximum; null values when sysfs has none.
       type: dict
     counters:
-      description: Every port counter, name to value.
+      description: Every port counter, name to value; null for one whose file holds no decimal count (its limit then fails).
       type: dict
 checks:
   description: Every check with its verdict; per-port checks use subject C(<device>/<port>), per-HCA ones C(<device>).

@@ -85,6 +85,19 @@ def test_wrong_elements_or_a_failed_exit_fail_the_run_whatever_the_bandwidth():
     assert checks[0]['name'] == 'nccl_run' and checks[0]['status'] == 'fail'
 
 
+@pytest.mark.parametrize('value', [float('nan'), float('inf'), float('-inf'), 10 ** 400],
+                         ids=['nan', 'inf', '-inf', '400-digits'])
+def test_non_finite_busbw_fails_its_test_and_stays_out_of_the_fleet_median(value):
+    broken = dict(GOOD, plateau_busbw_gbps=value)
+    mixed = [{'test': 'all_reduce_perf', 'kind': 'single', 'nodes': ['n1'], 'result': r} for r in (GOOD, broken, GOOD)]
+    mixed += [{'test': 'all_reduce_perf', 'kind': 'single', 'nodes': [node], 'result': GOOD} for node in ('n2', 'n3')]
+    verdicts = fleet.judge_tests(mixed, THRESHOLDS, 10)
+    assert [v['status'] for v in verdicts] == ['fail', 'pass', 'pass']
+    assert verdicts[0]['problem'] == 'run' and 'is not a finite number' in verdicts[0]['message']
+    assert verdicts[0]['busbw_gbps'] is None and verdicts[1]['fleet_median_gbps'] == pytest.approx(477.49)
+    assert by_node(verdicts, ['n1'])['n1']['healthy'] is False
+
+
 def test_failing_pair_is_bisected_against_a_known_good_node():
     singles = {n: GOOD for n in ('n1', 'n2', 'n3', 'n4')}
     pairs = {'n1+n2': PAIR, 'n3+n4': PAIR_SLOW}

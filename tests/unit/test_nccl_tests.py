@@ -172,6 +172,32 @@ def test_malformed_row_names_the_line():
         nccl.parse_output('8 2 float sum -1 x 0 0 0 1 0 0 0\n')
 
 
+@pytest.mark.parametrize('value', ['nan', 'inf', '-inf', '-nan'])
+@pytest.mark.parametrize('size', [8 << 30, 1 << 30], ids=['best-size', 'other-size'])
+def test_non_finite_busbw_in_the_plateau_fails(value, size):
+    facts = facts_of('all_reduce_perf_8gpu.txt')
+    row = next(row for row in facts['rows'] if row['size'] == size)
+    row['out_of_place']['busbw_gbps'] = float(value)
+    result = nccl.evaluate(facts, min_busbw_gbps=100.0)
+    assert status(result, 'busbw') == 'fail' and 'not a finite number' in message(result, 'busbw')
+    assert result['healthy'] is False
+
+
+def test_non_finite_busbw_fails_without_a_threshold_too():
+    facts = facts_of('all_reduce_perf_8gpu.txt')
+    facts['rows'][-1]['out_of_place']['busbw_gbps'] = float('inf')
+    result = nccl.evaluate(facts)
+    assert status(result, 'busbw') == 'fail' and 'not a finite number' in message(result, 'busbw')
+
+
+def test_non_ascii_digits_are_not_rows_or_devices():
+    text = (FIXTURES / 'all_reduce_perf_1gpu.txt').read_text(encoding='utf-8')
+    rows = nccl.parse_output(text + '\u0668 2 float sum -1 6.88 0.00 0.00 0 6.88 0.00 0.00 0\n')['rows']
+    assert len(rows) == 14
+    facts = nccl.parse_output(text.replace('device  0', 'device  \u00b2', 1))
+    assert facts['devices'] == []
+
+
 def test_nccl_version_string():
     assert nccl.nccl_version_string('22809') == '2.28.9' and nccl.nccl_version_string('21903') == '2.19.3'
 

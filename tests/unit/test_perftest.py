@@ -227,6 +227,13 @@ def test_judge_bw_nan_fails():
     assert _perftest.judge_bw(parsed, 400)['status'] == 'fail'
 
 
+@pytest.mark.parametrize('average', ['inf', '+inf', '-inf', 'nan', '-nan'])
+def test_judge_bw_non_finite_average_fails(average):
+    parsed = _perftest.parse_bw(output(RESULT_FMT_G, f' 65536      5000             400.00                {average}\t\t   0.000000'))
+    judged = _perftest.judge_bw(parsed, 400)
+    assert judged['status'] == 'fail' and 'not a finite number' in judged['message']
+
+
 JUDGE_ERRORS = [
     pytest.param(0, 'tolerance 0', id='zero-tolerance'),
     pytest.param(-0.5, 'tolerance -0.5', id='negative-tolerance'),

@@ -161,6 +161,48 @@ def test_rate_strings(value, parsed):
     assert (rate['rate_gbps'], rate['width'], rate['speed_name']) == parsed
 
 
+@pytest.mark.parametrize('value', ['9' * 5000 + ' Gb/sec (4X NDR)', '\u0664\u0660\u0660 Gb/sec (4X NDR)',
+                                   '4\u00b2 Gb/sec (4X NDR)', '400 Gb/sec (\u0664X NDR)'],
+                         ids=['5000-digits', 'arabic-indic', 'superscript', 'arabic-indic-width'])
+def test_rate_strings_of_hostile_numbers_are_no_rate(value):
+    assert rdma.parse_rate(value)['rate_gbps'] is None
+
+
+@pytest.mark.parametrize('expected', [{'rate_gbps': float('nan')}, {'rate_gbps': float('inf')}, {'rate_gbps': -1}])
+def test_rate_expectation_must_be_a_finite_positive_number(expected):
+    with pytest.raises(rdma.RdmaLinksError, match='expected.rate_gbps must be a finite number >= 0'):
+        rdma.resolve_expectation(expected)
+
+
+@pytest.fixture
+def healthy_copy(trees, tmp_path):
+    import shutil
+    root = tmp_path / 'sysfs'
+    shutil.copytree(trees['ndr8_healthy'], root, symlinks=True)
+    return root
+
+
+def _port_file(root: pathlib.Path, *parts: str) -> pathlib.Path:
+    return next(root.glob('class/infiniband/mlx5_0')).resolve().joinpath('ports', '1', *parts)
+
+
+@pytest.mark.parametrize('text', ['9' * 5000, '\u0663', '1\u00b2', 'nan', '-1'],
+                         ids=['5000-digits', 'arabic-indic', 'superscript', 'nan', 'negative'])
+def test_an_unreadable_error_counter_fails(healthy_copy, text):
+    _port_file(healthy_copy, 'counters', 'symbol_error').write_text(text + '\n')
+    result = rdma.evaluate(str(healthy_copy), NDR)
+    assert ('counters', 'mlx5_0/1', 'fail') in not_passing(result)
+    check = next(c for c in result['checks'] if c['name'] == 'counters' and c['subject'] == 'mlx5_0/1')
+    assert 'symbol_error is not a count' in check['message']
+
+
+@pytest.mark.parametrize('text', ['9' * 5000 + ' Gb/sec (4X NDR)', '\u0664\u0660\u0660 Gb/sec (4X NDR)'],
+                         ids=['5000-digits', 'arabic-indic'])
+def test_a_hostile_rate_fails_the_rate_check(healthy_copy, text):
+    _port_file(healthy_copy, 'rate').write_text(text + '\n')
+    assert ('rate', 'mlx5_0/1', 'fail') in not_passing(rdma.evaluate(str(healthy_copy), NDR))
+
+
 # --- the module through Ansible ---
 
 def test_module_healthy_tree(trees):
