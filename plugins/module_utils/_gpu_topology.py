@@ -23,6 +23,10 @@ _ANSI_ESCAPE = re.compile(r'\x1b\[[0-9;]*[A-Za-z]')
 # Bounded, ASCII digits only: a damaged line with a huge or non-ASCII index is not a device.
 _NVLINK = re.compile(r'^NV([0-9]{1,4})$')
 _DEVICE = re.compile(r'^(GPU|NIC)[0-9]{1,4}$')
+# A driver version as nvidia-smi prints it (580.159.04): bounded ASCII numbers, so int() reads every part.
+_DRIVER_VERSION = re.compile(r'[0-9]{1,9}(?:\.[0-9]{1,9}){0,3}')
+# A reading of NaN or infinity is broken output, not a measurement: no check may compare it.
+_NON_FINITE = re.compile(r'^[-+]?(?:nan|inf)', re.IGNORECASE)
 # Readings of -q -x are at most a few million (MiB, W, counts); more digits than this is a damaged value.
 _MAX_DIGITS = 20
 # Active clock-event reasons that mean the hardware is protecting itself, not idling or capped by software.
@@ -107,7 +111,7 @@ def _checked_expectation(key: str, value: t.Any) -> t.Any:
             re.compile(value)
         except re.error as err:
             raise GpuTopologyError(f"expected.model is not a valid regular expression: {err}") from None
-    if key == 'driver_version' and not re.match(r'^\d+(\.\d+)*$', value):
+    if key == 'driver_version' and not _DRIVER_VERSION.fullmatch(value):
         raise GpuTopologyError(f"expected.driver_version must look like 535.104.05, got {value!r}")
     if key == 'gpu_nic_affinity':
         for index, item in enumerate(value):
@@ -139,6 +143,8 @@ def _number(value: t.Optional[str], cast: t.Callable[[str], t.Any] = int, field:
     """
     if value is None:
         return None
+    if _NON_FINITE.match(value):
+        raise GpuTopologyError(f'nvidia-smi -q -x: {field} is not a finite number: {value[:60]!r}')
     match = re.match(r'^-?([0-9]+)(\.[0-9]+)?', value)
     if match and len(match.group(1)) > _MAX_DIGITS:
         raise GpuTopologyError(f'nvidia-smi -q -x: {field} is not a plausible number: {value[:60]!r}')
@@ -171,13 +177,17 @@ def _ecc_counts(gpu: ET.Element, scope: str) -> tuple[t.Optional[int], t.Optiona
     base = gpu.find(f'ecc_errors/{scope}')
     if base is None:
         return None, None
-    uncorrected = _sum_present(_field(base, tag) for tag in (
+
+    def count(tag: str) -> t.Optional[int]:
+        return _number(_text(base, tag), int, f'ecc_errors/{scope}/{tag}')
+
+    uncorrected = _sum_present(count(tag) for tag in (
         'dram_uncorrectable', 'sram_uncorrectable', 'sram_uncorrectable_parity', 'sram_uncorrectable_secded'))
-    corrected = _sum_present(_field(base, tag) for tag in ('dram_correctable', 'sram_correctable'))
+    corrected = _sum_present(count(tag) for tag in ('dram_correctable', 'sram_correctable'))
     if uncorrected is None and corrected is None:
         # Drivers before R525 report single_bit/double_bit totals.
-        uncorrected = _field(base, 'double_bit/total')
-        corrected = _field(base, 'single_bit/total')
+        uncorrected = count('double_bit/total')
+        corrected = count('single_bit/total')
     return uncorrected, corrected
 
 
@@ -268,7 +278,7 @@ def parse_topo_matrix(text: str) -> dict[str, t.Any]:
             affinity[name] = {col: (None if val == 'N/A' else val) for col, val in zip(extra_columns, rest)}
     nics = {}
     for line in lines:
-        match = re.match(r'^\s+(NIC\d+):\s+(\S+)\s*$', line)
+        match = re.match(r'^\s+(NIC[0-9]+):\s+(\S+)\s*$', line)
         if match:
             nics[match.group(1)] = match.group(2)
     return {'topology': topology, 'nics': nics, 'affinity': affinity}
@@ -277,7 +287,8 @@ def parse_topo_matrix(text: str) -> dict[str, t.Any]:
 # --- judging -------------------------------------------------------------------------------------
 
 def version_tuple(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in re.findall(r'\d+', version))
+    """(580, 159, 4) of 580.159.04; the caller checks the text against _DRIVER_VERSION first."""
+    return tuple(int(part) for part in version.split('.'))
 
 
 def _per_gpu(name: str, gpus: list[dict[str, t.Any]], expected: t.Any,
@@ -386,6 +397,9 @@ def _check_driver(version: t.Optional[str], minimum: t.Optional[str]) -> list[di
         return [_skip('driver_version')]
     if version is None:
         return [_check('driver_version', FAIL, 'node', minimum, None, 'driver version not reported')]
+    if not _DRIVER_VERSION.fullmatch(version):
+        return [_check('driver_version', FAIL, 'node', minimum, version[:40],
+                       f'driver {version[:40]!r} is not a driver version (such as 580.159.04)')]
     ok = version_tuple(version) >= version_tuple(minimum)
     return [_check('driver_version', PASS if ok else FAIL, 'node', minimum, version,
                    f"driver {version}, expected {minimum} or newer")]

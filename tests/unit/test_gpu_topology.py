@@ -204,6 +204,31 @@ def test_unset_expectations_skip_and_every_check_name_appears():
     assert skipped >= {'gpu_count', 'model', 'memory', 'nvlink', 'pcie_gen', 'persistence_mode', 'driver_version'}
 
 
+@pytest.mark.parametrize('reported', ['5\u00b280.159.04', '\u0665\u0668\u0660.159.04', '9' * 5000],
+                         ids=['superscript', 'arabic-indic', '5000-digits'])
+def test_a_driver_version_that_is_not_one_fails(reported):
+    xml = read(HGX / 'smi_q.xml').replace('<driver_version>580.159.04</driver_version>',
+                                          f'<driver_version>{reported}</driver_version>')
+    result = run_checks(xml, read(HGX / 'topo_m.txt'), 'h200-sxm-8', {'driver_version': '535'})
+    check, = [c for c in result['checks'] if c['name'] == 'driver_version']
+    assert check['status'] == 'fail' and 'is not a driver version' in check['message']
+
+
+@pytest.mark.parametrize('minimum', ['\u0665\u0668\u0660', '5\u00b2', '9' * 5000], ids=['arabic-indic', 'superscript',
+                                                                                      '5000-digits'])
+def test_a_driver_version_expectation_of_other_digits_is_refused(minimum):
+    with pytest.raises(gpu.GpuTopologyError, match='expected.driver_version must look like'):
+        gpu.resolve_expectation(None, {'driver_version': minimum})
+
+
+@pytest.mark.parametrize('path', ['fb_memory_usage/total', 'ecc_errors/volatile/dram_uncorrectable',
+                                  'pci/pci_gpu_link_info/link_widths/current_link_width', 'temperature/gpu_temp'])
+@pytest.mark.parametrize('text', ['nan MiB', 'NaN', 'inf', '-inf W', '+Infinity'])
+def test_a_non_finite_reading_fails_naming_its_field(path, text):
+    with pytest.raises(gpu.GpuTopologyError, match=f'{path} is not a finite number'):
+        run_checks(degraded_xml({(2, path): text}), read(HGX / 'topo_m.txt'), 'h200-sxm-8')
+
+
 # --- bad input ---
 
 @pytest.mark.parametrize('profile, expected, fragment', [
