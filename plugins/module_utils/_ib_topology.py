@@ -51,6 +51,7 @@ import re
 import typing as t
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import _hostlist as hostlist
+from ansible_collections.llmforge.cluster.plugins.module_utils._checks import whole_number
 
 DEFAULT_HOST_PATTERN = r'^\s*(?P<host>\S+)'
 KINDS = ('Switch', 'Ca', 'Rt')
@@ -59,16 +60,17 @@ QUOTED_LINE = 200
 # How many warnings of one kind are spelled out.
 MAX_LISTED = 10
 
+# Port counts, ports and LIDs in ASCII digits, bounded: int() reads each (a longer one is no ibnetdiscover output).
 _PORT_LINE = re.compile(
-    r'\[(\d+)\](?:\[ext (\d+)\])?(?:\(([0-9A-Fa-f]+)\))?\s*"([SHR])-([0-9A-Fa-f]{1,16})"\[(\d+)\]'
-    r'(?:\[ext (\d+)\])?(?:\(([0-9A-Fa-f]+)\))?\s*(?:#(.*))?$')
-_HEADER_LINE = re.compile(r'(Switch|Ca|Rt)\s+(\d+)\s+"([SHR])-([0-9A-Fa-f]{1,16})"\s*(?:#(.*))?$')
+    r'\[([0-9]{1,9})\](?:\[ext ([0-9]{1,9})\])?(?:\(([0-9A-Fa-f]+)\))?\s*"([SHR])-([0-9A-Fa-f]{1,16})"\[([0-9]{1,9})\]'
+    r'(?:\[ext ([0-9]{1,9})\])?(?:\(([0-9A-Fa-f]+)\))?\s*(?:#(.*))?$')
+_HEADER_LINE = re.compile(r'(Switch|Ca|Rt)\s+([0-9]{1,9})\s+"([SHR])-([0-9A-Fa-f]{1,16})"\s*(?:#(.*))?$')
 _HEADER_START = re.compile(r'(?:Switch|Ca|Rt)\s')
-_HEADER_COMMENT = re.compile(r'\s*"(.*)"(?:\s+\w+\s+port\s+\d+\s+lid\s+(\d+)\s+lmc\s+\d+)?\s*$')
-_REMOTE_COMMENT = re.compile(r'"(.*)"\s+lid\s+(\d+)')
-_LOCAL_LID = re.compile(r'\s*lid\s+(\d+)')
+_HEADER_COMMENT = re.compile(r'\s*"(.*)"(?:\s+\w+\s+port\s+[0-9]+\s+lid\s+([0-9]{1,9})\s+lmc\s+[0-9]+)?\s*$')
+_REMOTE_COMMENT = re.compile(r'"(.*)"\s+lid\s+([0-9]{1,9})(?![0-9])')
+_LOCAL_LID = re.compile(r'\s*lid\s+([0-9]{1,9})(?![0-9])')
 _KEY_VALUE = re.compile(r'[A-Za-z_]+=')
-_PORTS_REPORT = re.compile(r'(?:CA|SW|RT)\s+\d+\s+\d+\s+0x[0-9a-f]+', re.IGNORECASE)
+_PORTS_REPORT = re.compile(r'(?:CA|SW|RT)\s+[0-9]+\s+[0-9]+\s+0x[0-9a-f]+', re.IGNORECASE)
 _ID_KIND = {'S': 'Switch', 'H': 'Ca', 'R': 'Rt'}
 _MELLANOX_NAME = re.compile(r'[^;]*;([^:;]+):')
 _UNSAFE_NAME_CHARS = re.compile(r'[^A-Za-z0-9._-]+')
@@ -316,7 +318,7 @@ def choose_rail(rails: dict[str, list[HostCa]], rail: t.Union[str, int, None]) -
         raise TopologyError(f'rail must be an HCA name or an index, not {rail!r}; rails seen: {seen}')
     if isinstance(rail, str) and rail in rails:
         return rail
-    if isinstance(rail, int) or (isinstance(rail, str) and rail.strip().isdigit()):
+    if isinstance(rail, int) or whole_number(rail) is not None:
         index = int(rail)
         if 0 <= index < len(names):
             return names[index]

@@ -96,7 +96,7 @@ EXAMPLES = r"""
   llmforge.cluster.ib_topology:
     command: [ibnetdiscover, -C, mlx5_3]
     rail: mlx5_3
-    host_pattern: '^(?P<host>[a-z]+\d+)\.'
+    host_pattern: '^(?P<host>[a-z]+[0-9]+)\.'
   become: true
 
 - name: A saved dump

@@ -357,3 +357,38 @@ def test_a_node_seen_as_two_kinds_is_an_error():
     text = 'Switch\t8 "S-0000000000000001"\t\t# "a"\n\nCa\t1 "H-0000000000000001"\t\t# "b"\n'
     with pytest.raises(ib.IbnetdiscoverError, match='line 3: 0000000000000001 was a Switch on line 1'):
         ib.parse(text)
+
+
+# hostile numbers: the parser's own errors, never int()'s ValueError ----------------------------------
+
+HOSTILE_TEXT = ('Switch\t36 "S-0c42a10300a00011"\t\t# "MF0;leaf01:MQM8700/U1" enhanced port 0 lid 11 lmc 0\n'
+                '[1]\t"H-0c42a10300c00001"[1]\t\t# "gpu01 mlx5_0" lid 3 4xHDR\n'
+                '\n'
+                'Ca\t2 "H-0c42a10300c00001"\t\t# "gpu01 mlx5_0"\n'
+                '[1]\t"S-0c42a10300a00011"[1]\t\t# lid 3 lmc 0 "MF0;leaf01:MQM8700/U1" lid 11 4xHDR\n')
+
+
+@pytest.mark.parametrize('old, new', [
+    ('[1]\t"H-', '[' + '9' * 5000 + ']\t"H-'),
+    ('"H-0c42a10300c00001"[1]\t', '"H-0c42a10300c00001"[' + '9' * 5000 + ']\t'),
+    ('Switch\t36 ', 'Switch\t' + '9' * 5000 + ' '),
+    ('[1]\t"H-', '[\u0663]\t"H-'),
+    ('Switch\t36 ', 'Switch\t\u0663\u0666 '),
+], ids=['port-5000-digits', 'remote-port-5000-digits', 'ports-5000-digits', 'port-arabic-indic',
+        'ports-arabic-indic'])
+def test_hostile_port_numbers_raise_the_parsers_error(old, new):
+    assert old in HOSTILE_TEXT
+    with pytest.raises(ib.IbnetdiscoverError):
+        ib.parse(HOSTILE_TEXT.replace(old, new, 1))
+
+
+@pytest.mark.parametrize('lid', ['9' * 5000, '\u0663'], ids=['5000-digits', 'arabic-indic'])
+def test_hostile_lids_are_no_lid(lid):
+    fabric = ib.parse(HOSTILE_TEXT.replace('lid 3 lmc 0', f'lid {lid} lmc 0').replace('lid 11 lmc 0', f'lid {lid} lmc 0'))
+    assert fabric.nodes['0c42a10300c00001'].lid is None and fabric.nodes['0c42a10300a00011'].lid is None
+
+
+@pytest.mark.parametrize('rail', ['\u00b2', '\u0661', '9' * 5000], ids=['superscript', 'arabic-indic', '5000-digits'])
+def test_a_rail_of_hostile_digits_is_not_on_the_fabric(rail):
+    with pytest.raises(ib.TopologyError, match='is not on the fabric|out of range'):
+        ib.analyse(fat_tree.generate(4, 2, 2, 8), rail=rail)
