@@ -40,7 +40,7 @@ from ansible_collections.llmforge.cluster.plugins.module_utils import _proc as p
 from ansible_collections.llmforge.cluster.plugins.module_utils import _prometheus as prometheus
 from ansible_collections.llmforge.cluster.plugins.module_utils import _rdma_links as rdma
 from ansible_collections.llmforge.cluster.plugins.module_utils import _slurm_drain as drain
-from ansible_collections.llmforge.cluster.plugins.module_utils._checks import FAIL, check, healthy
+from ansible_collections.llmforge.cluster.plugins.module_utils._checks import FAIL, ascii_digits, check, healthy
 
 DEFAULT_CONFIG = '/etc/llmforge/nodecheck.json'
 # The label of its metrics among the validators' (llmforge_validator_*{validator="nodecheck"}).
@@ -359,7 +359,8 @@ def requeue_jobs(config: dict[str, t.Any], node_name: str) -> dict[str, list[str
     except SlurmError as err:
         done['not_requeued'].append(f'jobs not listed ({err})')
         return done
-    for job in sorted({line.strip() for line in listed.splitlines() if line.strip().isdigit()}, key=int):
+    # Job ids are ASCII digits: str.isdigit() also takes a superscript digit that int() refuses.
+    for job in sorted({line.strip() for line in listed.splitlines() if ascii_digits(line.strip())}, key=int):
         try:
             _scontrol([config['scontrol'], 'requeue', job], timeout)
             done['requeued'].append(job)

@@ -24,7 +24,7 @@ COLUMNS = ('NAME', 'KNAME', 'PATH', 'TYPE', 'SIZE', 'MODEL', 'SERIAL', 'TRAN', '
 SYSTEM_MOUNTS = re.compile(r'^(/|/boot(/.*)?|/usr(/.*)?|/var(/.*)?|/etc|/opt|/home|/srv|\[SWAP\])$')
 SYSTEM_MOUNT_POINTS = ('/', '/boot', '/boot/efi', '/usr', '/var', '/opt', '/home', '/srv')
 # lsblk TYPE of an md array, by RAID level.
-MD_TYPES = re.compile(r'^(raid\d+|linear|md|multipath)$')
+MD_TYPES = re.compile(r'^(raid[0-9]+|linear|md|multipath)$')
 ACTIONS = ('wipe', 'create_array', 'assemble_array', 'make_filesystem')
 
 
@@ -52,8 +52,10 @@ def _size(value: t.Any, name: str) -> int:
         raise ScratchDevicesError(f'lsblk: {name}: size is {value!r}, expected a number of bytes')
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value)
+    # ASCII digits only: str.isdigit() also takes a superscript digit, which int() refuses.
+    number = ck.whole_number(value)
+    if number is not None:
+        return number
     if value is None:
         return 0
     raise ScratchDevicesError(f'lsblk: {name}: size is {value!r}, expected a number of bytes (lsblk --bytes)')

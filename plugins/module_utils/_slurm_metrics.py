@@ -46,6 +46,7 @@ import typing as t
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import _proc as proc
 from ansible_collections.llmforge.cluster.plugins.module_utils import _prometheus as prometheus
+from ansible_collections.llmforge.cluster.plugins.module_utils._checks import finite
 from ansible_collections.llmforge.cluster.plugins.module_utils._prometheus import Family
 
 SINFO_FORMAT = 'NodeList:|,StateLong:|,PartitionName:|,CPUsState:|,Gres:|,GresUsed:|,Reason:'
@@ -295,11 +296,12 @@ class CollectError(Exception):
 
 
 def positive_seconds(text: str) -> float:
+    """A finite number of seconds above 0, in ASCII (float() also reads other scripts' digits, 'inf' and 1e400)."""
     try:
-        seconds = float(text)
+        seconds = float(text) if text.isascii() else 0.0
     except ValueError:
         seconds = 0.0
-    if not seconds > 0:
+    if not seconds > 0 or finite(seconds) is None:
         raise argparse.ArgumentTypeError(f'{text!r} is not a positive number of seconds')
     return seconds
 

@@ -458,3 +458,15 @@ def test_the_environment_puts_nothing_on_the_import_path(node, tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert not marker.exists() and 'healthy' in proc.stdout
     assert PROGRAM.read_text().startswith('#!/usr/bin/python3 -I\n')
+
+
+def test_only_ascii_job_ids_are_requeued(monkeypatch):
+    calls = []
+
+    def scontrol(argv, timeout):
+        calls.append(argv[1:])
+        return '11\n\u00b2\n\u0663\n' + '9' * 5000 + '\n7\n' if argv[0] == 'squeue' else ''
+    monkeypatch.setattr(nc, '_scontrol', scontrol)
+    done = nc.requeue_jobs({'timeout': 5, 'squeue': 'squeue', 'scontrol': 'scontrol'}, 'gpu1')
+    assert done == {'requeued': ['7', '11'], 'not_requeued': []}
+    assert [call for call in calls if call[0] == 'requeue'] == [['requeue', '7'], ['requeue', '11']]

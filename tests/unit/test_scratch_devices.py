@@ -75,6 +75,14 @@ def test_bad_lsblk_output_is_a_clear_error(text, fragment):
         sd.parse_lsblk(text)
 
 
+@pytest.mark.parametrize('size', ['\u00b2', '1\u0663', '9' * 5000, '-1'], ids=['superscript', 'arabic-indic',
+                                                                            '5000-digits', 'negative'])
+def test_a_size_string_of_hostile_digits_is_a_clear_error(size):
+    text = json.dumps({'blockdevices': [{'name': 'sdc', 'type': 'disk', 'size': size}]})
+    with pytest.raises(sd.ScratchDevicesError, match='sdc: size is .* expected a number of bytes'):
+        sd.parse_lsblk(text)
+
+
 def test_hgx_node_as_delivered_gets_a_raid0_over_the_eight_nvme():
     result = choose('hgx8_sata_os')
     assert result['healthy'] is True

@@ -475,7 +475,7 @@ def test_collector_cannot_write_output(tmp_path, library):
     assert result.stderr.startswith(f"llmforge-slurm-metrics: cannot write {tmp_path / 'absent' / 'slurm.prom'}: ")
 
 
-@pytest.mark.parametrize('timeout', ['0', '-1', 'soon'])
+@pytest.mark.parametrize('timeout', ['0', '-1', 'soon', 'inf', 'nan', '1e400', '\u0665'])
 def test_collector_rejects_bad_timeout(tmp_path, library, timeout):
     result = run_collector(library, tmp_path, '--timeout', timeout)
     assert result.returncode == 2
