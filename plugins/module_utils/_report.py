@@ -20,6 +20,8 @@ import re
 import typing as t
 import xml.etree.ElementTree as ET
 
+from ansible_collections.llmforge.cluster.plugins.module_utils._checks import finite
+
 STATUSES = ('fail', 'warn', 'skip', 'pass')  # also the order checks are listed in: problems first
 RELATIONS = ('nv', 'pix', 'pxb', 'phb', 'node', 'sys', 'self')
 _RELATION_LEGEND = (
@@ -85,7 +87,12 @@ def _device_key(name: str) -> tuple[t.Any, ...]:
 
 
 def _plain(value: t.Any) -> t.Any:
-    """A JSON-ready copy: mappings become dicts with string keys, sequences lists, other objects their text."""
+    """A JSON-ready copy: mappings become dicts with string keys, sequences lists, other objects their text.
+
+    NaN and infinities become 'nan', 'inf', '-inf': JSON has no such numbers, and json.dumps would write invalid JSON.
+    """
+    if isinstance(value, float) and finite(value) is None:
+        return str(value)
     if value is None or isinstance(value, (bool, int, float)):
         return value
     if isinstance(value, str):
@@ -391,7 +398,7 @@ def relation_kind(relation: str) -> str:
     text = relation.strip().upper()
     if text in ('X', 'SELF'):
         return 'self'
-    if re.match(r'^NV\d+$', text):
+    if re.match(r'^NV[0-9]+$', text):
         return 'nv'
     return text.lower() if text.lower() in RELATIONS else 'other'
 

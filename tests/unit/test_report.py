@@ -182,6 +182,20 @@ def test_failed_task_without_checks_is_a_failing_node():
     assert second['healthy'] is True and second['checks'][0]['status'] == 'skip'
 
 
+def _strict(constant: str) -> None:
+    raise ValueError(f'{constant} is not JSON')
+
+
+def test_non_finite_values_are_text_so_the_json_stays_json():
+    checks = [{'name': 'busbw', 'status': 'fail', 'subject': 'node', 'expected': float('inf'),
+               'actual': float('nan'), 'message': 'busbw nan is not a finite number'}]
+    report = rep.build_report({'n1': {'nccl': {'checks': checks, 'healthy': False, 'busbw': [float('-inf')]}}}, 'c',
+                              WHEN)
+    parsed = json.loads(rep.render_json(report), parse_constant=_strict)
+    check = parsed['nodes'][0]['checks'][0]
+    assert (check['expected'], check['actual']) == ('inf', 'nan') and parsed['nodes'][0]['healthy'] is False
+
+
 def test_reported_unhealthy_without_failing_check_counts_as_failing():
     result = {'checks': [{'name': 'x', 'status': 'pass', 'subject': 'node', 'expected': 1, 'actual': 1, 'message': ''}],
               'healthy': False}
