@@ -9,8 +9,12 @@ through `_files.write_atomic` (a reader never sees half a file).
 
 from __future__ import annotations
 
+import grp
 import os
 import posixpath
+import pwd
+import re
+import stat
 import typing as t
 
 from ansible_collections.llmforge.cluster.plugins.module_utils._files import write_atomic
@@ -18,6 +22,14 @@ from ansible_collections.llmforge.cluster.plugins.module_utils._files import wri
 
 class FileTreeError(ValueError):
     """A relative path that would leave the root, or a file that cannot be read or written."""
+
+
+# What may stand where a file is written, other than a regular file or a symbolic link (both replaced): refused.
+_NOT_FILES = ((stat.S_ISDIR, 'a directory'), (stat.S_ISFIFO, 'a FIFO'), (stat.S_ISSOCK, 'a socket'),
+              (stat.S_ISCHR, 'a character device'), (stat.S_ISBLK, 'a block device'))
+# A mode given as text: 3 or 4 octal digits, as chmod takes it.
+_OCTAL_MODE = re.compile(r'[0-7]{3,4}')
+_NUMERIC_ID = re.compile(r'[0-9]+')
 
 
 def check_relative(path: t.Any) -> str:
@@ -32,19 +44,54 @@ def check_relative(path: t.Any) -> str:
     return posixpath.normpath(path)
 
 
-def read_text(path: str) -> t.Optional[str]:
-    """The file's text, or None when it does not exist (or is not valid UTF-8, which counts as different)."""
+def existing(path: str) -> t.Optional[str]:
+    """What stands at `path`, never followed or opened: None (nothing), 'file' or 'link' (replaced by the new file,
+    its target never read). A directory, FIFO, socket or device is refused: opening a FIFO would block for good."""
     try:
-        with open(path, encoding='utf-8') as stream:
-            return stream.read()
+        info = os.lstat(path)
     except FileNotFoundError:
         return None
-    except UnicodeDecodeError:
-        return ''
-    except IsADirectoryError:
-        raise FileTreeError(f'{path} is a directory where a file belongs') from None
     except OSError as err:
         raise FileTreeError(f'{path} cannot be read: {err.strerror or err}') from None
+    if stat.S_ISREG(info.st_mode):
+        return 'file'
+    if stat.S_ISLNK(info.st_mode):
+        return 'link'
+    kind = next((name for test, name in _NOT_FILES if test(info.st_mode)), 'something other than a file')
+    raise FileTreeError(f'{path} is {kind} where a file belongs')
+
+
+def read_bytes(path: str) -> bytes:
+    """The content of the regular file at `path`, read without following a link or waiting on a FIFO that took its
+    place since `existing` looked."""
+    try:
+        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(handle, 'rb') as stream:
+            if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+                raise FileTreeError(f'{path} is not a regular file where a file belongs')
+            return stream.read()
+    except OSError as err:
+        raise FileTreeError(f'{path} cannot be read: {err.strerror or err}') from None
+
+
+def compare(path: str, relative: str, content: str) -> t.Optional[dict[str, t.Any]]:
+    """The change that makes `path` hold `content` ({path, relative, before, after, link}), or None when it does.
+
+    Bytes are compared: content that is not UTF-8 differs from any text. `before` is None for a new file or a
+    replaced link, else the old content decoded for the diff (bad bytes replaced)."""
+    kind = existing(path)
+    before = read_bytes(path) if kind == 'file' else None
+    if before == content.encode('utf-8'):
+        return None
+    return {'path': path, 'relative': relative, 'after': content, 'link': kind == 'link',
+            'before': None if before is None else before.decode('utf-8', errors='replace')}
+
+
+def diff(changes: t.Iterable[t.Mapping[str, t.Any]]) -> list[dict[str, str]]:
+    """The diff of each change; a replaced symbolic link shows as empty (its target is never read)."""
+    return [{'before_header': change['path'] + (' (symbolic link, replaced by a file)' if change['link'] else ''),
+             'after_header': change['path'], 'before': change['before'] or '', 'after': change['after']}
+            for change in changes]
 
 
 def plan(root: str, files: t.Mapping[str, str]) -> list[dict[str, t.Any]]:
@@ -57,10 +104,12 @@ def plan(root: str, files: t.Mapping[str, str]) -> list[dict[str, t.Any]]:
         clean = check_relative(relative)
         if not isinstance(content, str):
             raise FileTreeError(f"files: the content of '{relative}' must be text, got {type(content).__name__}")
-        path = os.path.join(root, clean)
-        before = read_text(path)
-        if before != content:
-            changes.append({'path': path, 'relative': clean, 'before': before, 'after': content})
+        try:
+            change = compare(os.path.join(root, clean), clean, content)
+        except FileTreeError as err:
+            raise FileTreeError(f"files['{clean}']: {err}") from None
+        if change:
+            changes.append(change)
     return changes
 
 
@@ -75,13 +124,60 @@ def directories(root: str, files: t.Iterable[str]) -> list[str]:
     return sorted(found, key=lambda path: (path.count('/'), path))
 
 
-def write(changes: t.Iterable[t.Mapping[str, t.Any]], mode: int) -> None:
-    """Write each planned change atomically with `mode`; its directory must exist."""
+def write(changes: t.Iterable[t.Mapping[str, t.Any]], mode: int, uid: int = -1, gid: int = -1) -> None:
+    """Write each planned change atomically with `mode`, owned by `uid` and `gid` (-1: see `replacement_ids`); its
+    directory must exist."""
     for change in changes:
         try:
-            write_atomic(change['path'], change['after'], mode)
+            write_atomic(change['path'], change['after'], mode, *replacement_ids(change['path'], uid, gid))
         except OSError as err:
             raise FileTreeError(f"{change['path']} cannot be written: {err.strerror or err}") from None
+
+
+def replacement_ids(path: str, uid: int, gid: int) -> tuple[int, int]:
+    """(uid, gid) of the file that replaces `path`: those asked (not -1), else those of the regular file replaced
+    where this process may give them (as Ansible keeps them), else -1: the process's own, as for a new file."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return uid, gid
+    if not stat.S_ISREG(info.st_mode):
+        return uid, gid
+    privileged = os.geteuid() == 0
+    if uid == -1 and privileged:
+        uid = info.st_uid
+    if gid == -1 and (privileged or info.st_gid in (os.getegid(), *os.getgroups())):
+        gid = info.st_gid
+    return uid, gid
+
+
+def user_id(owner: t.Optional[str], field: str) -> int:
+    """The uid of `owner`, a name or a number (as Ansible takes it); -1 when omitted. An unknown name is refused."""
+    if owner is None:
+        return -1
+    if _NUMERIC_ID.fullmatch(owner):
+        return int(owner)
+    try:
+        return pwd.getpwnam(owner).pw_uid
+    except KeyError:
+        raise FileTreeError(f"{field}: no user '{owner}' on this host") from None
+
+
+def group_id(group: t.Optional[str], field: str) -> int:
+    """The gid of `group`, a name or a number (as Ansible takes it); -1 when omitted. An unknown name is refused."""
+    if group is None:
+        return -1
+    if _NUMERIC_ID.fullmatch(group):
+        return int(group)
+    try:
+        return grp.getgrnam(group).gr_gid
+    except KeyError:
+        raise FileTreeError(f"{field}: no group '{group}' on this host") from None
+
+
+def normalise_absolute(path: str) -> str:
+    """`path` normalised, a leading '//' made '/' (POSIX lets '//' differ from '/'; Linux does not)."""
+    return '/' + posixpath.normpath(path).lstrip('/')
 
 
 def check_absolute(path: t.Any, field: str, kind: str = 'file') -> str:
@@ -91,7 +187,7 @@ def check_absolute(path: t.Any, field: str, kind: str = 'file') -> str:
         raise FileTreeError(f'{field}: {path!r} must be the absolute path of a {kind}')
     if any(part in ('.', '..') for part in path.split('/')):
         raise FileTreeError(f"{field}: '{path}' must not contain '.' or '..' parts")
-    return posixpath.normpath(path)
+    return normalise_absolute(path)
 
 
 def plan_files(files: t.Sequence[t.Mapping[str, t.Any]]) -> list[dict[str, t.Any]]:
@@ -107,9 +203,12 @@ def plan_files(files: t.Sequence[t.Mapping[str, t.Any]]) -> list[dict[str, t.Any
         content = entry.get('content')
         if not isinstance(content, str):
             raise FileTreeError(f"files[{index}].content of '{path}' must be text, got {type(content).__name__}")
-        before = read_text(path)
-        if before != content:
-            changes.append({'path': path, 'relative': path, 'before': before, 'after': content})
+        try:
+            change = compare(path, path, content)
+        except FileTreeError as err:
+            raise FileTreeError(f'files[{index}].path: {err}') from None
+        if change:
+            changes.append(change)
     return changes
 
 
@@ -124,11 +223,16 @@ def missing_directories(path: str) -> list[str]:
 
 
 def octal_mode(value: t.Any, field: str) -> int:
-    """A file mode given as octal text ('0644') or a number read as octal digits; `field` names it in the error."""
-    try:
-        return int(str(value), 8)
-    except ValueError:
-        raise FileTreeError(f"{field}: {value!r} is not an octal mode such as '0644'") from None
+    """A file mode as Ansible's file modules read it: text is 3 or 4 octal digits ('0644'), a number is the mode
+    itself (unquoted YAML 0644 arrives as 420); 0 to 0o7777. `field` names it in the error."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if not 0 <= value <= 0o7777:
+            raise FileTreeError(f"{field}: {value!r} is not a mode from 0 to 0o7777 (4095); quote an octal mode such as "
+                                "'0644'")
+        return value
+    if isinstance(value, str) and _OCTAL_MODE.fullmatch(value):
+        return int(value, 8)
+    raise FileTreeError(f"{field}: {value!r} is not an octal mode such as '0644'")
 
 
 def settle(module: t.Any, path: str, owner: t.Optional[str], group: t.Optional[str], mode: int,

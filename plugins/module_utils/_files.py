@@ -12,12 +12,14 @@ import os
 import tempfile
 
 
-def write_atomic(path: str, text: str, mode: int = 0o644) -> None:
+def write_atomic(path: str, text: str, mode: int = 0o644, uid: int = -1, gid: int = -1) -> None:
     """Write `text` (UTF-8) to `path` through a hidden temporary file in the same directory, synced and renamed.
 
     The temporary file sits beside `path` (a rename does not cross file systems) and is named
     ``.<name>.<random>.tmp``: neither node_exporter's textfile collector (``*.prom``) nor a reader of ``*.json``
-    picks it up. `mode` is applied before the rename (0644 by default: node_exporter runs as its own user).
+    picks it up. `mode`, and `uid` and `gid` where not -1 (-1: the process's own), are applied before the rename
+    (0644 by default: node_exporter runs as its own user), so the new file never shows with other ones.
+    The rename replaces whatever entry `path` is, a symbolic link included: its target is left alone.
     A failure leaves `path` as it was and removes the temporary file; the error is raised.
     """
     directory = os.path.dirname(os.path.abspath(path))
@@ -27,6 +29,8 @@ def write_atomic(path: str, text: str, mode: int = 0o644) -> None:
             stream.write(text)
             stream.flush()
             os.fsync(stream.fileno())
+        if (uid, gid) != (-1, -1):
+            os.chown(temporary, uid, gid)
         os.chmod(temporary, mode)
         os.replace(temporary, path)
     except BaseException:

@@ -19,6 +19,13 @@ description:
     would be) changed, so that handlers can act on the files that concern them.
   - For a file that holds a secret, set the task keywords C(no_log) to V(true), which hides the task's arguments
     and result, and C(diff) to V(false), so that the module computes no diff even under C(--diff).
+  - A symbolic link where a file belongs is replaced by the file (the link itself, through the rename); its target is
+    neither read, shown in the diff nor changed. A directory, FIFO, socket or device there fails the task, naming
+    the file, before anything is written; it is never opened.
+  - Paths are normalised before use and before the checks for a path listed twice or both written and in O(absent)
+    (V(//etc/x) and V(/etc//x) are V(/etc/x)); a relative path is refused.
+  - Every owner and group is looked up before anything is written; an unknown one fails the task, naming its entry
+    and field, in check mode too.
 options:
   directories:
     description:
@@ -33,19 +40,22 @@ options:
         type: path
         required: true
       owner:
-        description: Owner of the directory; unchanged when omitted.
+        description: Owner of the directory, a name or a number; unchanged when omitted.
         type: str
       group:
-        description: Group of the directory; unchanged when omitted.
+        description: Group of the directory, a name or a number; unchanged when omitted.
         type: str
       mode:
-        description: Mode of the directory, as a quoted octal string such as V('0755').
+        description:
+          - Mode of the directory, as a quoted string of 3 or 4 octal digits such as V('0755'), or a number taken as
+            the mode itself, as M(ansible.builtin.file) takes it (unquoted, YAML reads V(0755) as 493, mode 0755).
+          - From 0 to 07777; anything else fails the task, naming the entry and field.
         type: raw
         default: '0755'
   absent:
     description:
-      - Files to remove when present (settings that turn a file off), after the files are written. Listing a path
-        of O(files) here is refused.
+      - Absolute paths of files to remove when present (settings that turn a file off), after the files are
+        written. Listing a path of O(files) here is refused. A symbolic link is removed, not its target.
     type: list
     elements: path
     default: []
@@ -64,18 +74,27 @@ options:
         type: str
         required: true
       owner:
-        description: Owner of the file (and of the directories created for it); unchanged when omitted.
+        description:
+          - Owner of the file (and of the directories created for it), a name or a number.
+          - When omitted, a file that exists keeps its owner and a new file (or one replacing a symbolic link) gets
+            the user the module runs as, as with M(ansible.builtin.copy).
         type: str
       group:
-        description: Group of the file (and of the directories created for it); unchanged when omitted.
+        description:
+          - Group of the file (and of the directories created for it), a name or a number.
+          - When omitted, a file that exists keeps its group and a new file gets the group the module runs as.
         type: str
       mode:
-        description: Mode of the file, as a quoted octal string such as V('0644').
+        description:
+          - Mode of the file, as a quoted string of 3 or 4 octal digits such as V('0644'), or a number taken as the
+            mode itself, as M(ansible.builtin.file) takes it (unquoted, YAML reads V(0644) as 420, mode 0644).
+          - From 0 to 07777; anything else, such as V('-644') or V('0o644'), fails the task, naming the entry and
+            field.
         type: raw
         default: '0644'
       directory_mode:
         description:
-          - Create the missing directories above the file with this mode (a quoted octal string).
+          - Create the missing directories above the file with this mode (read as O(files[].mode)).
           - When omitted, a missing directory fails the task, naming the file; in check mode the file counts as one
             to write (an earlier task, such as a package install, would have made the directory).
         type: raw
@@ -116,7 +135,8 @@ options:
         description: Whether the unit is masked (nothing can start it); unchanged when omitted.
         type: bool
 notes:
-  - Check mode and diff mode are supported; the diff shows each changed file.
+  - Check mode and diff mode are supported; the diff shows each changed file. Existing content is compared as
+    bytes, so a file that is not UTF-8 is rewritten (its diff shows the bytes that are not UTF-8 replaced).
 author:
   - llmforge.cluster maintainers (@llmforge)
 """
@@ -194,6 +214,11 @@ def _make_directories(module: AnsibleModule, directories: list[str], settings: t
     return bool(missing)
 
 
+def _owner_ids(entry: dict, field: str) -> tuple[int, int]:
+    """The uid and gid of the entry's owner and group (-1 where omitted); an unknown one is refused, naming `field`."""
+    return (_file_tree.user_id(entry['owner'], f'{field}.owner'), _file_tree.group_id(entry['group'], f'{field}.group'))
+
+
 def _validate(module: AnsibleModule, field: str, path: str, content: str, command: str, result: dict) -> None:
     """Run `command` (it holds %s, checked with the other input) on a temporary file holding `content`; fail the task
     naming `field` and `path` unless it passes. Called for every file before any is written."""
@@ -269,13 +294,21 @@ def main() -> None:
     directories = module.params['directories']
     result = {'changed': False, 'changed_files': [], 'changed_services': [], 'started_services': []}
     with last_resort(module.fail_json, what='files', **result):
+        # Every input is checked, every owner and group looked up, before anything is read or written.
         try:
+            directory_paths = [_file_tree.check_absolute(entry['path'], f'directories[{index}].path', 'directory')
+                               for index, entry in enumerate(directories)]
             directory_own_modes = [_file_tree.octal_mode(entry['mode'], f'directories[{index}].mode')
                                    for index, entry in enumerate(directories)]
+            for index, entry in enumerate(directories):
+                _owner_ids(entry, f'directories[{index}]')
             modes = [_file_tree.octal_mode(entry['mode'], f'files[{index}].mode') for index, entry in enumerate(files)]
             directory_modes = [None if entry['directory_mode'] is None
                                else _file_tree.octal_mode(entry['directory_mode'], f'files[{index}].directory_mode')
                                for index, entry in enumerate(files)]
+            file_ids = [_owner_ids(entry, f'files[{index}]') for index, entry in enumerate(files)]
+            absent = [_file_tree.check_absolute(path, f'absent[{index}]')
+                      for index, path in enumerate(module.params['absent'])]
             changes = {change['path']: change for change in _file_tree.plan_files(files)}
             wanted = _units.check_wanted(module.params['services'])
         except (_file_tree.FileTreeError, _units.UnitError) as err:
@@ -286,10 +319,11 @@ def main() -> None:
             if entry['validate'] is not None and '%s' not in entry['validate']:
                 module.fail_json(msg=f"files[{index}].validate: '{entry['validate']}' must contain %s (the file to check)",
                                  **result)
-        paths = [os.path.normpath(entry['path']) for entry in files]
+        # plan_files checked them: the same normalised paths, '//etc/x' being '/etc/x'.
+        paths = [_file_tree.normalise_absolute(entry['path']) for entry in files]
         # Every file's directories are checked before anything is written: a missing one fails the task as a whole.
         missing = {}
-        listed = {os.path.normpath(entry['path']) for entry in directories}
+        listed = set(directory_paths)
         for index, entry in enumerate(files):
             missing[index] = [directory for directory in _file_tree.missing_directories(paths[index])
                               if directory not in listed and not any(other.startswith(directory + '/') for other in listed)]
@@ -297,13 +331,6 @@ def main() -> None:
             if missing[index] and directory_modes[index] is None and not module.check_mode:
                 module.fail_json(msg=f"files[{index}].path: the directory {missing[index][0]} of {entry['path']} does not "
                                      'exist (set directory_mode to create it)', **result)
-        try:
-            for index, entry in enumerate(directories):
-                _file_tree.check_absolute(entry['path'], f'directories[{index}].path', 'directory')
-            absent = [_file_tree.check_absolute(path, f'absent[{index}]')
-                      for index, path in enumerate(module.params['absent'])]
-        except _file_tree.FileTreeError as err:
-            module.fail_json(msg=str(err), **result)
         written = set(paths)
         both = [path for path in absent if path in written]
         if both:
@@ -313,8 +340,7 @@ def main() -> None:
                 if entry['validate'] and path in changes:
                     _validate(module, f'files[{index}]', path, changes[path]['after'], entry['validate'], result)
         changed = []
-        for index, entry in enumerate(directories):
-            path = os.path.normpath(entry['path'])
+        for index, (entry, path) in enumerate(zip(directories, directory_paths)):
             # Missing parents get 0755 and root's ownership; the listed directory its own settings.
             own = (entry['owner'], entry['group'], directory_own_modes[index])
             chain = _file_tree.missing_directories(path) + [path]
@@ -328,11 +354,12 @@ def main() -> None:
                                         (entry['owner'], entry['group'], directory_modes[index])) or path in changes
             if path in changes and not module.check_mode:
                 try:
-                    _file_tree.write([changes[path]], modes[index])
+                    _file_tree.write([changes[path]], modes[index], *file_ids[index])
                 except _file_tree.FileTreeError as err:
                     result.update(changed=bool(changed), changed_files=changed)
                     module.fail_json(msg=str(err), **result)
-            if os.path.exists(path):
+            # A link still in place (check mode) is a change already; its target is never looked at.
+            if os.path.isfile(path) and not os.path.islink(path):
                 touched = _file_tree.settle(module, path, entry['owner'], entry['group'], modes[index]) or touched
             if touched:
                 changed.append(path)
@@ -350,9 +377,7 @@ def main() -> None:
             result['changed_services'], result['started_services'] = _ensure_units(module, systemctl, wanted, result)
             result['changed'] = bool(changed or result['changed_services'])
         if module._diff:
-            result['diff'] = [{'before_header': change['path'], 'after_header': change['path'],
-                               'before': change['before'] or '', 'after': change['after']}
-                              for change in changes.values()]
+            result['diff'] = _file_tree.diff(changes.values())
     module.exit_json(**result)
 
 

@@ -6,10 +6,13 @@ changed named for handlers, bad input refused before anything is written."""
 from __future__ import annotations
 
 import os
+import stat
+import time
 
 import pytest
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import _file_tree
+from fifo_guard import fifo_guard
 from module_runner import run_module
 
 
@@ -183,3 +186,150 @@ def test_validate_must_name_the_file(tmp_path):
     (tmp_path / 'etc' / 'a.conf').write_text(files[0]['content'], encoding='utf-8')
     again = run_module('config_files', {'files': files})
     assert again['failed'] is True and again['msg'] == "files[0].validate: 'true' must contain %s (the file to check)"
+
+
+# Writing files as root: the module does what Ansible's own file modules do.
+
+@pytest.mark.parametrize('mode, expected', [
+    pytest.param(420, '0o644', id='unquoted-0644-arrives-as-420'),
+    pytest.param(0o600, '0o600', id='int-as-is'),
+    pytest.param('644', '0o644', id='three-digits'),
+    pytest.param('0640', '0o640', id='four-digits'),
+])
+def test_a_mode_is_read_as_ansible_reads_it(tmp_path, mode, expected):
+    path = tmp_path / 'a.conf'
+    result = run_module('config_files', {'files': [{'path': str(path), 'content': 'x\n', 'mode': mode}]})
+    assert not result.get('failed'), result
+    assert mode_of(path) == expected
+
+
+def test_an_int_directory_mode_is_taken_as_is(tmp_path):
+    state = tmp_path / 'state'
+    result = run_module('config_files', {'directories': [{'path': str(state), 'mode': 448}]})
+    assert not result.get('failed'), result
+    assert mode_of(state) == '0o700'
+
+
+@pytest.mark.parametrize('mode', ['-644', '77777777', '8', '', '0o644', 0o10000, -1, True])
+def test_a_mode_out_of_form_or_range_is_refused_naming_entry_and_field(tmp_path, mode):
+    path = tmp_path / 'a.conf'
+    result = run_module('config_files', {'files': [{'path': str(tmp_path / 'ok.conf'), 'content': ''},
+                                                   {'path': str(path), 'content': 'x\n', 'mode': mode}]})
+    assert result.get('failed') is True and result['msg'].startswith('files[1].mode: '), result
+    assert not path.exists() and not (tmp_path / 'ok.conf').exists()
+
+
+@pytest.mark.parametrize('value', ['1777', '644', '0000', 0, 420, 0o7777])
+def test_octal_mode_accepts_three_or_four_octal_digits_and_ints_in_range(value):
+    expected = int(value, 8) if isinstance(value, str) else value
+    assert _file_tree.octal_mode(value, 'files[0].mode') == expected
+
+
+def test_a_leading_double_slash_is_the_same_path_for_both_guards(tmp_path):
+    path = str(tmp_path / 'a.conf')
+    result = run_module('config_files', {'files': [{'path': path, 'content': 'x\n'}], 'absent': ['/' + path]})
+    assert result['failed'] is True and result['msg'] == f'absent: {path} is also one of files'
+    assert not (tmp_path / 'a.conf').exists()
+    twice = run_module('config_files', {'files': [{'path': path, 'content': 'x\n'},
+                                                  {'path': '//' + path.lstrip('/'), 'content': 'y\n'}]})
+    assert twice['failed'] is True and twice['msg'] == f"files[1].path: '{path}' is listed twice"
+    assert not (tmp_path / 'a.conf').exists()
+
+
+def test_paths_are_normalised_before_use(tmp_path):
+    (tmp_path / 'etc').mkdir()
+    path = tmp_path / 'etc' / 'a.conf'
+    spelled = '/' + str(tmp_path / 'etc') + '//a.conf'
+    result = run_module('config_files', {'files': [{'path': spelled, 'content': 'x\n'}]})
+    assert result['changed_files'] == [str(path)] and path.read_text(encoding='utf-8') == 'x\n'
+
+
+def test_a_relative_absent_path_is_refused(tmp_path):
+    result = run_module('config_files', {'absent': ['etc/a.conf']})
+    assert result['failed'] is True and result['msg'] == "absent[0]: 'etc/a.conf' must be the absolute path of a file"
+
+
+@pytest.mark.parametrize('check', [False, True], ids=['real', 'check'])
+def test_a_symlink_at_a_destination_is_replaced_without_reading_its_target(tmp_path, check):
+    secret = tmp_path / 'shadow'
+    secret.write_text('root:$6$secret-hash:19000::::::\n', encoding='utf-8')
+    os.chmod(secret, 0o600)
+    link = tmp_path / 'a.conf'
+    link.symlink_to(secret)
+    result = run_module('config_files', {'files': [{'path': str(link), 'content': 'a = 1\n'}]}, check=check,
+                        env={'ANSIBLE_DIFF_ALWAYS': '1'})
+    assert not result.get('failed'), result
+    assert 'secret-hash' not in repr(result)
+    assert result['changed_files'] == [str(link)]
+    assert [(entry['before'], entry['after']) for entry in result['diff']] == [('', 'a = 1\n')]
+    assert secret.read_text(encoding='utf-8') == 'root:$6$secret-hash:19000::::::\n' and mode_of(secret) == '0o600'
+    if check:
+        assert link.is_symlink()
+    else:
+        assert not link.is_symlink() and link.read_text(encoding='utf-8') == 'a = 1\n' and mode_of(link) == '0o644'
+
+
+def test_a_fifo_at_a_destination_is_refused_without_opening_it(tmp_path):
+    fifo = tmp_path / 'a.conf'
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    with fifo_guard(fifo, 20):
+        result = run_module('config_files', {'files': [{'path': str(tmp_path / 'b.conf'), 'content': 'b\n'},
+                                                       {'path': str(fifo), 'content': 'a\n'}]})
+    assert time.monotonic() - started < 20, 'the module blocked on the FIFO'
+    assert result['failed'] is True
+    assert result['msg'] == f'files[1].path: {fifo} is a FIFO where a file belongs'
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and not (tmp_path / 'b.conf').exists()
+
+
+def test_plan_files_refuses_a_fifo_without_blocking(tmp_path):
+    fifo = tmp_path / 'a.conf'
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    with fifo_guard(fifo, 5), pytest.raises(_file_tree.FileTreeError, match='is a FIFO'):
+        _file_tree.plan_files([{'path': str(fifo), 'content': ''}])
+    assert time.monotonic() - started < 5
+
+
+def test_an_existing_file_keeps_its_owner_and_group_when_they_are_omitted(tmp_path):
+    path = tmp_path / 'a.conf'
+    path.write_text('old\n', encoding='utf-8')
+    os.chown(path, 65534, 65534)
+    result = run_module('config_files', {'files': [{'path': str(path), 'content': 'new\n'}]})
+    assert result['changed_files'] == [str(path)] and path.read_text(encoding='utf-8') == 'new\n'
+    assert (path.stat().st_uid, path.stat().st_gid) == (65534, 65534)
+    # Only the group asked for changes; a new file is the process's.
+    run_module('config_files', {'files': [{'path': str(path), 'content': 'newer\n', 'group': str(os.getgid())},
+                                          {'path': str(tmp_path / 'b.conf'), 'content': ''}]})
+    assert (path.stat().st_uid, path.stat().st_gid) == (65534, os.getgid())
+    assert ((tmp_path / 'b.conf').stat().st_uid, (tmp_path / 'b.conf').stat().st_gid) == (os.getuid(), os.getgid())
+
+
+@pytest.mark.parametrize('check', [False, True], ids=['real', 'check'])
+@pytest.mark.parametrize('field, value, message', [
+    ('owner', 'no-such-user-42', "files[1].owner: no user 'no-such-user-42' on this host"),
+    ('group', 'no-such-group-42', "files[1].group: no group 'no-such-group-42' on this host"),
+])
+def test_an_unknown_owner_or_group_is_refused_before_anything_is_written(tmp_path, check, field, value, message):
+    first, second = tmp_path / 'a.conf', tmp_path / 'b.conf'
+    result = run_module('config_files', {'files': [{'path': str(first), 'content': 'a\n'},
+                                                   {'path': str(second), 'content': 'b\n', field: value}]}, check=check)
+    assert result.get('failed') is True and result['msg'] == message, result
+    assert not first.exists() and not second.exists()
+
+
+def test_an_unknown_directory_owner_is_refused_before_anything_is_made(tmp_path):
+    result = run_module('config_files', {'directories': [{'path': str(tmp_path / 'd'), 'owner': 'no-such-user-42'}]})
+    assert result.get('failed') is True
+    assert result['msg'] == "directories[0].owner: no user 'no-such-user-42' on this host"
+    assert not (tmp_path / 'd').exists()
+
+
+def test_existing_content_that_is_not_utf8_is_rewritten(tmp_path):
+    path = tmp_path / 'a.conf'
+    path.write_bytes(b'\xff\xfe binary\n')
+    args = {'files': [{'path': str(path), 'content': ''}]}
+    result = run_module('config_files', args, env={'ANSIBLE_DIFF_ALWAYS': '1'})
+    assert result['changed_files'] == [str(path)] and path.read_bytes() == b''
+    assert result['diff'][0]['before'] == '\ufffd\ufffd binary\n'
+    assert run_module('config_files', args)['changed'] is False

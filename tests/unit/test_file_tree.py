@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import os
 import pathlib
+import stat
+import time
 
 import pytest
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import _file_tree
+from fifo_guard import fifo_guard
 from module_runner import run_module
 
 FILES = {'pkg/__init__.py': '', 'pkg/main.py': 'print("main")\n', 'pkg/sub/util.py': 'X = 1\n', 'top.txt': 'é\n'}
@@ -90,3 +93,106 @@ def test_a_directory_in_a_files_place_is_named(tmp_path):
 
 def test_directories_parents_first():
     assert _file_tree.directories('/r', ['a/b/c.py', 'a/d.py', 'e.py']) == ['/r', '/r/a', '/r/a/b']
+
+
+# Writing files as root: the module does what Ansible's own file modules do.
+
+def test_an_unquoted_mode_is_the_number_ansible_reads(tmp_path):
+    root = tmp_path / 'python'
+    result = run_module('file_tree', {'root': str(root), 'files': {'a.py': ''}, 'mode': 420, 'directory_mode': 488})
+    assert not result.get('failed'), result
+    assert oct(os.stat(root / 'a.py').st_mode & 0o7777) == '0o644' and oct(os.stat(root).st_mode & 0o7777) == '0o750'
+
+
+@pytest.mark.parametrize('field, value', [('mode', '-644'), ('mode', '77777777'), ('directory_mode', 0o10000)])
+def test_a_mode_out_of_form_or_range_is_refused_by_field(tmp_path, field, value):
+    result = run_module('file_tree', {'root': str(tmp_path / 'r'), 'files': {'a.py': ''}, field: value})
+    assert result.get('failed') is True and result['msg'].startswith(f'{field}: {value!r} is not'), result
+    assert not (tmp_path / 'r').exists()
+
+
+@pytest.mark.parametrize('check', [False, True], ids=['real', 'check'])
+def test_a_symlink_in_the_tree_is_replaced_without_reading_its_target(tmp_path, check):
+    secret = tmp_path / 'key'
+    secret.write_text('-----BEGIN PRIVATE KEY-----\n', encoding='utf-8')
+    root = tmp_path / 'python'
+    root.mkdir()
+    (root / 'a.py').symlink_to(secret)
+    result = run_module('file_tree', {'root': str(root), 'files': {'a.py': 'A = 1\n'}}, check=check,
+                        env={'ANSIBLE_DIFF_ALWAYS': '1'})
+    assert not result.get('failed'), result
+    assert 'PRIVATE KEY' not in repr(result) and result['changed_files'] == ['a.py']
+    assert [(entry['before'], entry['after']) for entry in result['diff']] == [('', 'A = 1\n')]
+    assert secret.read_text(encoding='utf-8') == '-----BEGIN PRIVATE KEY-----\n'
+    assert (root / 'a.py').is_symlink() is check
+    if not check:
+        assert (root / 'a.py').read_text(encoding='utf-8') == 'A = 1\n'
+
+
+def test_a_fifo_in_the_tree_is_refused_without_opening_it(tmp_path):
+    root = tmp_path / 'python'
+    root.mkdir()
+    fifo = root / 'a.py'
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    with fifo_guard(fifo, 20):
+        result = run_module('file_tree', {'root': str(root), 'files': {'a.py': 'A = 1\n', 'b.py': ''}})
+    assert time.monotonic() - started < 20, 'the module blocked on the FIFO'
+    assert result['failed'] is True and result['msg'] == f"files['a.py']: {fifo} is a FIFO where a file belongs"
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and not (root / 'b.py').exists()
+
+
+def test_an_existing_file_keeps_its_owner_and_group_when_they_are_omitted(tmp_path):
+    root = tmp_path / 'python'
+    root.mkdir()
+    (root / 'a.py').write_text('old\n', encoding='utf-8')
+    os.chown(root / 'a.py', 65534, 65534)
+    result = run_module('file_tree', {'root': str(root), 'files': {'a.py': 'new\n', 'b.py': ''}})
+    assert result['changed_files'] == ['a.py', 'b.py'] and (root / 'a.py').read_text(encoding='utf-8') == 'new\n'
+    assert ((root / 'a.py').stat().st_uid, (root / 'a.py').stat().st_gid) == (65534, 65534)
+    assert ((root / 'b.py').stat().st_uid, (root / 'b.py').stat().st_gid) == (os.getuid(), os.getgid())
+
+
+@pytest.mark.parametrize('check', [False, True], ids=['real', 'check'])
+@pytest.mark.parametrize('field, message', [('owner', "owner: no user 'no-such-user-42' on this host"),
+                                            ('group', "group: no group 'no-such-user-42' on this host")])
+def test_an_unknown_owner_or_group_is_refused_before_anything_is_written(tmp_path, check, field, message):
+    root = tmp_path / 'python'
+    result = run_module('file_tree', {'root': str(root), 'files': FILES, field: 'no-such-user-42'}, check=check)
+    assert result.get('failed') is True and result['msg'] == message, result
+    assert not root.exists()
+
+
+def test_existing_content_that_is_not_utf8_is_rewritten(tmp_path):
+    root = tmp_path / 'python'
+    root.mkdir()
+    (root / 'a.py').write_bytes(b'\xff\n')
+    result = run_module('file_tree', {'root': str(root), 'files': {'a.py': ''}})
+    assert result['changed_files'] == ['a.py'] and (root / 'a.py').read_bytes() == b''
+    assert run_module('file_tree', {'root': str(root), 'files': {'a.py': ''}})['changed'] is False
+
+
+def test_a_root_with_a_leading_double_slash_is_the_same_directory(tmp_path):
+    root = tmp_path / 'python'
+    run_module('file_tree', {'root': str(root), 'files': FILES})
+    again = run_module('file_tree', {'root': '/' + str(root) + '/', 'files': FILES}, env={'ANSIBLE_DIFF_ALWAYS': '1'})
+    assert again['changed'] is False and again['diff'] == []
+
+
+@pytest.mark.parametrize('lookup, value, expected', [
+    (_file_tree.user_id, None, -1), (_file_tree.user_id, 'root', 0), (_file_tree.user_id, '65534', 65534),
+    (_file_tree.group_id, None, -1), (_file_tree.group_id, 'root', 0), (_file_tree.group_id, '4242', 4242),
+])
+def test_owners_and_groups_are_names_or_numbers_as_ansible_takes_them(lookup, value, expected):
+    assert lookup(value, 'files[0].owner') == expected
+
+
+def test_a_replaced_file_keeps_its_ids_a_replaced_link_does_not(tmp_path):
+    (tmp_path / 'file').write_text('', encoding='utf-8')
+    (tmp_path / 'link').symlink_to(tmp_path / 'file')
+    info = os.stat(tmp_path / 'file')
+    kept = (info.st_uid, info.st_gid) if os.geteuid() == 0 else (-1, info.st_gid)
+    assert _file_tree.replacement_ids(str(tmp_path / 'file'), -1, -1) == kept
+    assert _file_tree.replacement_ids(str(tmp_path / 'file'), 7, 8) == (7, 8)
+    assert _file_tree.replacement_ids(str(tmp_path / 'link'), -1, -1) == (-1, -1)
+    assert _file_tree.replacement_ids(str(tmp_path / 'new'), -1, 8) == (-1, 8)

@@ -81,3 +81,35 @@ def test_mode_and_relative_path(tmp_path, monkeypatch):
 def test_text_is_written_as_utf8(tmp_path):
     _files.write_atomic(str(tmp_path / 'x.prom'), 'reason="café"\n')
     assert (tmp_path / 'x.prom').read_bytes() == 'reason="café"\n'.encode('utf-8')
+
+
+def test_owner_and_group_are_given_before_the_rename(tmp_path, monkeypatch):
+    target = tmp_path / 'a.conf'
+    seen = []
+    real_replace = os.replace
+
+    def recording_replace(source, destination):
+        info = os.stat(source)
+        seen.append((info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)))
+        real_replace(source, destination)
+
+    monkeypatch.setattr(os, 'replace', recording_replace)
+    _files.write_atomic(str(target), 'x\n', mode=0o640, uid=os.getuid(), gid=os.getgid())
+    assert seen == [(os.getuid(), os.getgid(), 0o640)]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason='giving a file to another user needs root')
+def test_another_owner_is_given_as_asked(tmp_path):
+    target = tmp_path / 'a.conf'
+    _files.write_atomic(str(target), 'x\n', uid=65534, gid=65534)
+    assert (target.stat().st_uid, target.stat().st_gid) == (65534, 65534)
+
+
+def test_a_symlink_is_replaced_and_its_target_left_alone(tmp_path):
+    secret = tmp_path / 'secret'
+    secret.write_text('secret\n', encoding='utf-8')
+    link = tmp_path / 'a.conf'
+    link.symlink_to(secret)
+    _files.write_atomic(str(link), 'new\n')
+    assert not link.is_symlink() and link.read_text(encoding='utf-8') == 'new\n'
+    assert secret.read_text(encoding='utf-8') == 'secret\n'
