@@ -61,24 +61,24 @@ def run(argv: t.Sequence[str], timeout: float, own_session: bool = True) -> Comp
     try:
         stdout, stderr = child.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        _kill_group(child)
-        _drain(child)
+        _stop(child)
         raise CommandError(argv, TIMEOUT, timeout) from None
+    except BaseException:
+        # Interrupted: a terminal's Ctrl-C no longer reaches a command in its own session, so it ends here.
+        _stop(child)
+        raise
     return Completed(child.returncode, stdout, stderr)
 
 
-def _kill_group(child: subprocess.Popen) -> None:
-    """SIGKILL the child's process group (its pid: it leads a session of its own)."""
+def _stop(child: subprocess.Popen) -> None:
+    """SIGKILL the child's process group (its pid: it leads a session of its own), then read what is left for at
+    most KILL_GRACE_S and close the pipes: a process that escaped the group (setsid) may hold them open for good,
+    and a child stuck in the kernel may never be reaped."""
     try:
         os.killpg(child.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         # The group is gone, or all of it became another user (setuid): the bounded read below still ends.
         pass
-
-
-def _drain(child: subprocess.Popen) -> None:
-    """Read what is left for at most KILL_GRACE_S, then close the pipes: a process that escaped the group (setsid)
-    may hold them open for good, and a child stuck in the kernel may never be reaped."""
     try:
         child.communicate(timeout=KILL_GRACE_S)
     except subprocess.TimeoutExpired:

@@ -132,6 +132,25 @@ def test_a_setsid_grandchild_holding_the_pipes_does_not_hold_the_verdict(tmp_pat
     assert_times_out_within([holder], timeout=1, limit=1 + 2)
 
 
+def test_an_interrupted_run_ends_the_command(tmp_path, leftovers):
+    pid_file = tmp_path / 'pids'
+    leftovers.append(pid_file)
+    wrapper = script(tmp_path, f'echo $$ > {pid_file}\nsleep 60\necho done')
+
+    def interrupt(_signum, _frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 0.5)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            proc.run([wrapper], timeout=30)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert_ends(int(pid_file.read_text(encoding='utf-8')))
+
+
 def test_a_command_that_ends_in_time_is_waited_for_with_its_output(tmp_path):
     done = proc.run([script(tmp_path, 'sleep 0.3; echo late; exit 7')], timeout=10)
     assert done == (7, 'late\n', '')
