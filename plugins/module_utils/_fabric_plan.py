@@ -166,7 +166,7 @@ def _checked_result(result: object) -> dict:
 
 def _tests_run(results: t.Iterable[dict]) -> list[dict]:
     """Checked results of tests that ran; entries without a server (unplannable retests) are reports, not tests."""
-    if isinstance(results, (str, bytes, dict)):
+    if not isinstance(results, (list, tuple)):
         raise ValueError(f'expected a list of results, got {results!r}')
     return [_checked_result(result) for result in results if not (isinstance(result, dict) and 'server' in result and result['server'] is None)]
 

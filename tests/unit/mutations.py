@@ -1,7 +1,8 @@
 """Hypothesis strategies that damage real captured inputs, shared by the property tests.
 
 Text and bytes mutations: truncation at any point, a flipped byte, a deleted or duplicated line, a number
-replaced by a hostile one (hundreds or thousands of digits, 1e400, inf, nan, -0, negative), an inserted NUL
+replaced by a hostile one (hundreds or thousands of digits, 1e400, inf, nan, -0, negative, a superscript,
+Arabic-Indic or fullwidth digit), an inserted NUL
 byte, inserted bytes that are not UTF-8. Structure mutations (JSON documents, inventory dicts): one value
 anywhere in the tree swapped for a value of the wrong type or a hostile number, or a key removed.
 Each example applies one to three mutations, so damage combines.
@@ -22,12 +23,13 @@ import typing as t
 from hypothesis import strategies as st
 
 HOSTILE_NUMBERS = ('1' * 400, '9' * 5000, '1e400', '-1e400', 'inf', '-inf', 'nan', 'NaN', '-0', '-1', '0', '0.0',
-                   '18446744073709551616', '1.5', '٣', '0x10')
+                   '18446744073709551616', '1.5', '٣', '0x10', '\u00b2', '1\u00b2', '\uff13', 'Infinity', '-nan')
 BAD_BYTES = (b'\x00', b'\xff', b'\xfe\xff', b'\xc3', b'\xed\xa0\x80', b'\x80\x80', b'\r', b'\t', b'\x1b[0m')
 _NUMBER = re.compile(rb'\d+(?:\.\d+)?')
 
 HOSTILE_VALUES: tuple[t.Any, ...] = (None, True, False, 0, -1, 10 ** 400, 1e308, math.inf, -math.inf, math.nan, -0.0,
-                                     '', 'x', '\x00', '1' * 400, 'nan', '-1', [], [None], {}, {'a': None}, [[[]]])
+                                     '', 'x', '\x00', '1' * 400, '9' * 5000, 'nan', 'inf', '-1', '\u00b2', '\u0663',
+                                     [], [None], {}, {'a': None}, [[[]]])
 
 
 @st.composite

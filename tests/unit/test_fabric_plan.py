@@ -195,6 +195,8 @@ RESULT_ERRORS = [
     pytest.param([{'client': 'a', 'server': 'b', 'rail': -1, 'status': 'pass'}], '-1', id='negative-rail'),
     pytest.param(['a->b'], "'a->b'", id='not-a-dict'),
     pytest.param({'client': 'a'}, "'client'", id='dict-not-list'),
+    pytest.param(None, 'expected a list of results, got None', id='none'),
+    pytest.param(5, 'expected a list of results, got 5', id='number'),
 ]
 
 

@@ -12,9 +12,10 @@ import copy
 import json
 import pathlib
 import shutil
+import typing as t
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ansible.errors import AnsibleFilterError
@@ -525,7 +526,19 @@ CAPTURE_BYTES = [path.read_bytes() for path in sorted(FIXTURES.glob('*.json')) +
                  if path.name != 'fleet.json']
 
 
+def _hostile_fleet(value: t.Any) -> dict:
+    """The fleet with every figure and timestamp of gpu1's shared read replaced by `value`."""
+    data = fleet()
+    shared = data['gpu1'][1]['profiles']['shared_seq_read']
+    shared.update({key: value for key in ('mib_s', 'iops', 'lat_p99_ms', 'started_at', 'ended_at')})
+    return {'results': data, 'expected': {'gpu1': {'shared_seq_read_mib_s': 1}}, 'fraction': 0.7,
+            'cluster': {'shared_seq_read_aggregate_mib_s': 8000}}
+
+
 @examples(300)
+@example(text('scratch_seq_read.json').replace('"iops" : ', '"iops" : NaN, "x" : ', 1), 'scratch_seq_read')
+@example(text('scratch_seq_read.json').replace('"bw" : ', '"bw" : ' + '9' * 5000 + ', "x" : ', 1), 'scratch_seq_read')
+@example(text('scratch_seq_read.json').replace('"jobname" : "', '"jobname" : "\u00b2', 1), 'scratch_seq_read')
 @given(mutated_text(CAPTURE_BYTES), st.sampled_from(CAPTURES))
 def test_damaged_output(output, profile):
     def call():
@@ -539,6 +552,11 @@ def test_damaged_output(output, profile):
 @given(mutated_structure([{'results': json.loads((FIXTURES / 'fleet.json').read_text()),
                            'expected': {'gpu3': {'scratch_rand_read_p99_ms': 2, 'scratch_seq_read_mib_s': 5000}},
                            'fraction': 0.7, 'cluster': {'shared_seq_read_aggregate_mib_s': 8000}}]))
+@example(_hostile_fleet(float('nan')))
+@example(_hostile_fleet(float('inf')))
+@example(_hostile_fleet(10 ** 400))
+@example(_hostile_fleet('\u00b2'))
+@example(_hostile_fleet(0))
 def test_damaged_fleet(values):
     def call():
         values_ = values if isinstance(values, dict) else {}

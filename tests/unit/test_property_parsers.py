@@ -3,10 +3,10 @@
 """Property tests: every parser and validator, fed damaged real inputs, returns or raises its own error.
 
 The inputs are the captured outputs in tests/fixtures (nvidia-smi -q -x and topo -m, perftest, nccl-tests, lsblk
-JSON, sinfo/squeue, the trainer's output, a fake sysfs tree) and the valid inventory values of the unit tests.
+JSON, sinfo/squeue, dcgmi diag JSON, the trainer's output, a fake sysfs tree) and the valid inventory values of the unit tests.
 Each example applies one to three mutations (tests/unit/mutations.py): truncation at any point, a flipped byte, a
 deleted or duplicated line, a number replaced by a hostile one (400 or 5000 digits, 1e400, inf, nan, -0, negative,
-a non-ASCII digit), a NUL byte or bytes that are not UTF-8 inserted; for JSON and inventory values, a value anywhere
+a superscript, Arabic-Indic or fullwidth digit), a NUL byte or bytes that are not UTF-8 inserted; for JSON and inventory values, a value anywhere
 swapped for one of the wrong type or a hostile number, or a key removed. The property: the call returns, or raises
 the parser's own error class with a non-empty message; any other exception fails. The seed is fixed
 (derandomize) and no example database is written.
@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import (
-    _fabric_plan, _gpu_topology, _hardware, _ipoib, _lustre, _nccl_fleet, _nccl_tests, _perftest, _pip_lock,
+    _dcgm_diag, _fabric_plan, _gpu_topology, _hardware, _ipoib, _lustre, _nccl_fleet, _nccl_tests, _perftest, _pip_lock,
     _rdma_links, _scratch_devices, _slurm_config, _slurm_drain, _slurm_metrics, _training_fleet)
 
 from mutations import assert_own_error, mutated_bytes, mutated_structure, mutated_text
@@ -104,6 +104,36 @@ NCCL_8GPU = (FIXTURES / 'nccl-tests' / 'all_reduce_perf_8gpu.txt').read_text()
 @given(mutated_text(NCCL), st.sampled_from([None, 100.0]))
 def test_nccl_tests(text, minimum):
     assert_own_error(lambda: _nccl_tests.evaluate(_nccl_tests.parse_output(text), minimum, exit_code=0), _nccl_tests.NcclTestsError)
+
+
+# --- dcgmi diag -j ----------------------------------------------------------------------------------------
+
+DCGM = fixtures('dcgm/l*.json') + fixtures('dcgm/error-*.json')
+DCGM_V3 = {'DCGM GPU Diagnostic': {'test_categories': [{'category': 'Hardware', 'tests': [
+    {'name': 'GPU Memory', 'results': [{'gpu_id': '3', 'status': 'Fail', 'warnings': [{'warning': 'x', 'error_id': 52}]},
+                                       {'gpu_ids': '0,1,2', 'status': 'Pass'}]}]}]}, 'version': '3.1.0'}
+
+
+def _dcgm_text(gpu_id: str) -> str:
+    return json.dumps({'DCGM GPU Diagnostic': {'test_categories': [{'category': 'Hardware', 'tests': [
+        {'name': 'GPU Memory', 'results': [{'gpu_id': gpu_id, 'status': 'Fail'}]}]}]}})
+
+
+@examples(400)
+@example(_dcgm_text('\u00b2'), 0)
+@example(_dcgm_text('\u0663'), 226)
+@example(_dcgm_text('9' * 5000), 0)
+@example(DCGM[0].decode().replace('"entity_id" : 0', '"entity_id" : ' + '9' * 5000, 1), 0)
+@example(DCGM[0].decode().replace('"entity_id" : 0', '"entity_id" : NaN', 1), 0)
+@given(mutated_text(DCGM), st.sampled_from([0, 226, 235]))
+def test_dcgm_diag(text, rc):
+    assert_own_error(lambda: _dcgm_diag.as_check(_dcgm_diag.judge_run(1, rc, text)), _dcgm_diag.DcgmDiagError)
+
+
+@examples(300)
+@given(mutated_structure([json.loads(data) for data in DCGM] + [DCGM_V3]))
+def test_dcgm_diag_wrong_types(document):
+    assert_own_error(lambda: _dcgm_diag.parse(json.dumps(document), 1), _dcgm_diag.DcgmDiagError)
 
 
 # --- lsblk, /proc/mounts, mdadm.conf -----------------------------------------------------------------------
@@ -263,6 +293,12 @@ LUSTRE = {'networks': ['o2ib0(ib0)', 'tcp0(eth0)'],
 
 
 @examples(400)
+@example(dict(LUSTRE, networks=['o2ib' + '9' * 5000 + '(ib0)']))
+@example(dict(LUSTRE, networks=['o2ib\u00b2(ib0)', 'tcp\u0663(eth0)']))
+@example(dict(LUSTRE, mounts=[dict(LUSTRE['mounts'][0], mgs_nids='10.0.0.\u00b2@o2ib')]))
+@example(dict(LUSTRE, mounts=[dict(LUSTRE['mounts'][0], mgs_nids='10.0.0.1@o2ib' + '9' * 5000)]))
+@example(dict(LUSTRE, stripes=[{'path': '/lustre/scratch/ckpt', 'count': 8, 'size': '\u0664M'}]))
+@example(dict(LUSTRE, stripes=[{'path': '/lustre/scratch/ckpt', 'count': float('nan'), 'size': '9' * 5000}]))
 @given(mutated_structure([LUSTRE]))
 def test_lustre(values):
     def call():
