@@ -30,6 +30,8 @@ import re
 import shlex
 import typing as t
 
+from ansible_collections.llmforge.cluster.plugins.module_utils._checks import ascii_digits
+
 INT, TIME, TRES = 'int', 'time', 'tres'
 
 # QoS limits as sacctmgr spells them (`sacctmgr add/modify qos ... <Limit>=` and `show qos format=<Limit>`).
@@ -78,8 +80,10 @@ _NAME = re.compile(r'^[a-z0-9_][a-z0-9_.-]*$')
 # A TRES name: one of Slurm's own, or a type/name such as gres/gpu, gres/gpu:h100, license/matlab, fs/lustre.
 _TRES_NAME = re.compile(r'^(?:cpu|mem|node|energy|billing|vmem|pages|'
                         r'(?:gres|license|bb|fs|ic)/[a-z0-9_.-]+(?::[a-z0-9_.-]+)?)$')
-_TRES_COUNT = re.compile(r'^(-1|\d+(?:\.\d+)?)([kmgtp]?)$')
-_TIME = re.compile(r'^(?:(\d+)-(\d+)(?::(\d+)(?::(\d+))?)?|(\d+)(?::(\d+)(?::(\d+))?)?)$')
+# Bounded ASCII digits: float() reads other scripts' digits, int() refuses over 4300, and 400 digits are inf.
+_TRES_COUNT = re.compile(r'^(-1|[0-9]{1,15}(?:\.[0-9]{1,15})?)([kmgtp]?)$')
+_TIME = re.compile(r'^(?:([0-9]{1,9})-([0-9]{1,9})(?::([0-9]{1,9})(?::([0-9]{1,9}))?)?|'
+                   r'([0-9]{1,9})(?::([0-9]{1,9})(?::([0-9]{1,9}))?)?)$')
 _TEXT_FORBIDDEN = re.compile(r'[|"\'`\n\r\t=]')
 _UNITS = {'': 0, 'k': 1, 'm': 2, 'g': 3, 't': 4, 'p': 5}
 UNLIMITED = -1
@@ -184,7 +188,7 @@ def parse_limit(kind: str, value: t.Any) -> t.Any:
         return parse_time(value)
     if kind == TRES:
         return parse_tres(value)
-    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).strip().lstrip('-').isdigit():
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not ascii_digits(str(value).strip().lstrip('-')):
         raise ValueError(f'{value!r} is not a whole number (or -1 to clear)')
     number = int(value)
     if number < UNLIMITED:
@@ -548,7 +552,7 @@ def parse_qos(text: str) -> dict[str, dict[str, t.Any]]:
         name = row['Name'].strip().lower()
         where = f'QoS {name}'
         priority = row['Priority'].strip()
-        if priority and not priority.isdigit():
+        if priority and not ascii_digits(priority):
             raise OutputError(f'{where}: priority {priority!r} is not a number')
         by_lower = {flag.lower(): flag for flag in QOS_FLAGS}
         flags = frozenset(by_lower.get(flag.lower(), flag) for flag in row['Flags'].split(',') if flag.strip())
@@ -574,7 +578,7 @@ def _share(text: str, where: str) -> t.Any:
     text = text.strip()
     if text.lower() == 'parent':
         return 'parent'
-    if not text.isdigit():
+    if not ascii_digits(text):
         raise OutputError(f'{where}: fairshare {text!r} is not a number nor parent')
     return int(text)
 

@@ -336,3 +336,33 @@ def test_diff_shows_each_change_before_and_after():
                                               'qos debug: MaxWall=00:30:00', 'account team-a: Fairshare=50']
     assert acct.command_text('sacctmgr', changes[3]) == \
         "sacctmgr --immediate modify account where name=team-b set 'Description=Team B'"
+
+
+# ------------------------------------------------------------------------------------------------ hostile numbers
+
+@pytest.mark.parametrize('value', ['\u0663\u0660', '1\u00b2', '9' * 5000, '1-' + '9' * 5000, '9' * 5000 + ':00'],
+                         ids=['arabic-indic', 'superscript', '5000-digits', 'days-5000-digits', 'minutes-5000-digits'])
+def test_times_of_hostile_digits_are_refused_naming_the_value(value):
+    with pytest.raises(ValueError, match='is not a Slurm time'):
+        acct.parse_time(value)
+
+
+@pytest.mark.parametrize('value', ['gres/gpu=\u0668', 'gres/gpu=' + '9' * 5000, 'mem=' + '9' * 400 + 'G',
+                                   'gres/gpu=1\u00b2'], ids=['arabic-indic', '5000-digits', '400-digits', 'superscript'])
+def test_tres_counts_of_hostile_digits_are_refused_naming_the_count(value):
+    with pytest.raises(ValueError, match='is not a count'):
+        acct.parse_tres(value)
+
+
+@pytest.mark.parametrize('value', ['\u00b2', '-\u00b2', '\u0663', '9' * 5000])
+def test_limits_of_hostile_digits_are_refused_naming_the_value(value):
+    with pytest.raises(ValueError, match='is not a whole number'):
+        acct.parse_limit('int', value)
+
+
+@pytest.mark.parametrize('value', ['\u00b2', '\u0663', '9' * 5000])
+def test_sacctmgr_numbers_of_hostile_digits_raise_output_error(value):
+    with pytest.raises(acct.OutputError, match='priority'):
+        acct.parse_qos(f'normal|x|{value}' + '|' * 19 + '\n')
+    with pytest.raises(acct.OutputError, match='fairshare'):
+        acct.parse_assocs(f'demo|root||||{value}|normal|' + '|' * 14 + '\n', 'demo')
