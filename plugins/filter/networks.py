@@ -43,6 +43,11 @@ def cidr_problems(values, variable):
     return _networks.cidr_problems(values, variable)
 
 
+def normalized_cidrs(values, variable):
+    """The networks in normalised CIDR form (10.0.0.5 -> 10.0.0.5/32), as the files that list them get them."""
+    return _call('normalized_cidrs', _networks.normalized_cidrs, values, variable)
+
+
 def address_in_networks(address, networks):
     """Whether the address lies in one of the networks."""
     return _call('address_in_networks', _networks.address_in_networks, address, networks)
@@ -57,5 +62,6 @@ class FilterModule:
             'network_cidr': network_cidr,
             'cluster_network_plan': cluster_network_plan,
             'cidr_problems': cidr_problems,
+            'normalized_cidrs': normalized_cidrs,
             'address_in_networks': address_in_networks,
         }

@@ -11,6 +11,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
 
 cfg = module_utils('_slurm_config')
+_config_values = module_utils('_config_values')
 _hostlist = module_utils('_hostlist')
 
 
@@ -46,6 +47,15 @@ def _node_lines(hostvars, groups, node_groups, real_memory_percent=95):
         records[host] = cfg.node_hardware(host, hv.get('ansible_facts') or {}, real_memory_percent, gres,
                                           hv.get('slurm_node_config'))
     return [cfg.render_line('NodeName', line['hosts'], line['attrs']) for line in cfg.collapse(records)]
+
+
+def _node_config_problems(hostvars, groups, node_groups):
+    if isinstance(node_groups, str) or not isinstance(node_groups, t.Sequence):
+        raise ValueError(f'slurm_common_node_groups must be a list of inventory group names, got {node_groups!r}')
+    # Every host of the groups that exist: empty or overlapping groups are slurm_node_lines' to refuse.
+    hosts = dict.fromkeys(host for group in node_groups for host in groups.get(group) or [])
+    return [problem for host in hosts
+            for problem in cfg.node_config_problems(host, _host_vars(hostvars, host).get('slurm_node_config'))]
 
 
 def _gres_lines(hostvars, groups, node_groups):
@@ -110,6 +120,9 @@ def _topology_lines(switches, groups, node_groups):
 def _conf_lines(mapping):
     if not isinstance(mapping, t.Mapping):
         raise ValueError(f'expected a dictionary of slurm.conf keys, got {type(mapping).__name__}')
+    problems = _config_values.problems({'the settings': mapping}, syntax='slurm', keys=True)
+    if problems:
+        raise ValueError('; '.join(problems))
     return [f'{key}={cfg.format_value(value)}' for key, value in mapping.items() if not _is_empty(value)]
 
 
@@ -121,6 +134,11 @@ def _is_empty(value):
 def slurm_node_lines(hostvars, groups, node_groups, real_memory_percent=95):
     """NodeName lines for every host of the node groups, identical hosts collapsed."""
     return _wrap('slurm_node_lines', _node_lines, hostvars, groups, node_groups, real_memory_percent)
+
+
+def slurm_node_config_problems(hostvars, groups, node_groups):
+    """What in each compute node's slurm_node_config would break out of its NodeName line, naming the host."""
+    return _wrap('slurm_node_config_problems', _node_config_problems, hostvars, groups, node_groups)
 
 
 def slurm_gres_lines(hostvars, groups, node_groups):
@@ -154,6 +172,7 @@ class FilterModule:
     def filters(self):
         return {
             'slurm_node_lines': slurm_node_lines,
+            'slurm_node_config_problems': slurm_node_config_problems,
             'slurm_gres_lines': slurm_gres_lines,
             'slurm_cgroup_constraints': slurm_cgroup_constraints,
             'slurm_partition_lines': slurm_partition_lines,

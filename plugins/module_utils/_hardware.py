@@ -109,6 +109,6 @@ def _node_index(found: list[str], host: str, value: t.Any) -> None:
 def _monitoring_address(found: list[str], host: str, value: t.Any) -> None:
     if value is None:
         return
-    if not isinstance(value, str) or not _ADDRESS.match(value):
+    if not isinstance(value, str) or not _ADDRESS.fullmatch(value):
         found.append(f"host '{host}': monitoring_address must be the host name or IP address Prometheus reaches the "
                      f"host at (an IPv6 address in brackets), without scheme or port, got {value!r}")

@@ -81,7 +81,7 @@ def parse_rails(networks: t.Any, mtu: t.Any = 4092, mode: str = 'datagram') -> l
             raise ValueError(f'{label} has unknown key(s) {", ".join(map(str, unknown))}; '
                              f'known: {", ".join(sorted(_RAIL_KEYS))}')
         interface = item.get('interface')
-        if not isinstance(interface, str) or not _IFNAME.match(interface):
+        if not isinstance(interface, str) or not _IFNAME.fullmatch(interface):
             raise ValueError(f'{label}.interface must be a network interface name such as ib0 '
                              f'(1-15 letters, digits, _ . -), got {interface!r}')
         rails.append(_parse_rail(label, interface, item, mtu, mode))

@@ -44,7 +44,7 @@ def _ipv4_network(value: t.Any, where: str) -> ipaddress.IPv4Network:
     if not isinstance(value, str) or '/' not in value:
         raise ValueError(f'{where} must be an IPv4 network in CIDR notation such as 10.10.0.0/16, got {value!r}')
     try:
-        network = ipaddress.ip_network(value.strip(), strict=True)
+        network = ipaddress.ip_network(value, strict=True)
     except ValueError as err:
         raise ValueError(f'{where} is not a valid IPv4 network ({err}), got {value!r}') from None
     if not isinstance(network, ipaddress.IPv4Network):
@@ -72,7 +72,7 @@ def parse_networks(networks: t.Any) -> dict[str, Network]:
     parsed: dict[str, Network] = {}
     for name, entry in networks.items():
         where = f'{NETWORKS_VAR}.{name}'
-        if not isinstance(name, str) or not _NAME.match(name):
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise ValueError(f'{NETWORKS_VAR}: network names are letters, digits and underscores starting with a '
                              f'letter, got {name!r}')
         if not isinstance(entry, t.Mapping):
@@ -84,7 +84,7 @@ def parse_networks(networks: t.Any) -> dict[str, Network]:
             raise ValueError(f'{where}.cidr is missing: give the network in CIDR notation such as 10.10.0.0/16')
         cidr = _ipv4_network(entry['cidr'], f'{where}.cidr')
         interface = entry.get('interface')
-        if interface is not None and (not isinstance(interface, str) or not _IFNAME.match(interface)):
+        if interface is not None and (not isinstance(interface, str) or not _IFNAME.fullmatch(interface)):
             raise ValueError(f'{where}.interface must be an interface name such as eno1 or ib0, got {interface!r}')
         groups = entry.get('groups', DEFAULT_GROUPS.get(name, ()))
         if isinstance(groups, str) or not isinstance(groups, (list, tuple)) or \
@@ -140,7 +140,7 @@ def _in(value: str, network: ipaddress.IPv4Network) -> bool:
 
 def _interface_of(hostvars_of_host: t.Mapping[str, t.Any], network: Network) -> t.Optional[str]:
     interface = _host_mapping(hostvars_of_host, INTERFACES_VAR).get(network.name, network.interface)
-    if interface is not None and (not isinstance(interface, str) or not _IFNAME.match(interface)):
+    if interface is not None and (not isinstance(interface, str) or not _IFNAME.fullmatch(interface)):
         raise ValueError(f'{INTERFACES_VAR}.{network.name} of {_host_name(hostvars_of_host)} must be an interface '
                          f'name such as eno1, got {interface!r}')
     return interface or None
@@ -304,13 +304,28 @@ def cidr_problems(values: t.Any, variable: str) -> list[str]:
     problems = []
     for position, value in enumerate(values):
         try:
-            if not isinstance(value, str):
-                raise ValueError('not a string')
-            ipaddress.ip_network(value.strip(), strict=True)
+            normalized_cidr(value)
         except ValueError as err:
             problems.append(f'{variable}[{position}] is not a network in CIDR notation such as 10.0.0.0/8 '
                             f'({err}): {value!r}')
     return problems
+
+
+def normalized_cidr(value: t.Any) -> str:
+    """The network as nftables and the other files get it (10.0.0.5 -> 10.0.0.5/32); ValueError saying why not."""
+    if not isinstance(value, str):
+        raise ValueError('not a string')
+    if '%' in value:
+        # ipaddress takes fe80::1%eth0 (a scope id, any text after %), which no firewall rule can hold.
+        raise ValueError('an IPv6 scope id (%...) has no place in a network')
+    # Unstripped: a value with white space around it would be rendered as it is elsewhere.
+    return str(ipaddress.ip_network(value, strict=True))
+
+
+def normalized_cidrs(values: t.Any, variable: str) -> list[str]:
+    """The networks of ``values`` in normalised CIDR form; ValueError naming every item cidr_problems refuses."""
+    _refuse(cidr_problems(values, variable))
+    return [normalized_cidr(value) for value in values]
 
 
 def address_in_networks(value: t.Any, networks: t.Any) -> bool:

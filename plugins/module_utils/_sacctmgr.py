@@ -167,7 +167,7 @@ def parse_tres(value: t.Any) -> dict[str, int]:
     result: dict[str, int] = {}
     for name, count in items:
         name = name.strip().lower()
-        if not _TRES_NAME.match(name):
+        if not _TRES_NAME.fullmatch(name):
             raise ValueError(f'{name!r} is not a TRES name (cpu, mem, node, billing, energy, or gres/<name> such as '
                              'gres/gpu, license/<name>...)')
         if isinstance(count, bool):
@@ -228,7 +228,7 @@ class _Checker:
         if value is None:
             self.add(path, 'required')
             return None
-        if not isinstance(value, str) or not _NAME.match(value):
+        if not isinstance(value, str) or not _NAME.fullmatch(value):
             self.add(path, f"{value!r} is not a Slurm name (lower-case letters, digits, '_', '-', '.'; "
                            'sacctmgr keeps names in lower case)')
             return None

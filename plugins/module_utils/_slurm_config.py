@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import typing as t
 
+from ansible_collections.llmforge.cluster.plugins.module_utils import _config_values
 from ansible_collections.llmforge.cluster.plugins.module_utils._hostlist import compress, expand
 
 # Order of the hardware keys on a NodeName line, as `slurmd -C` prints them.
@@ -119,12 +120,23 @@ def node_hardware(host: str, facts: t.Mapping[str, t.Any], real_memory_percent: 
     }
     if gres:
         attrs['Gres'] = gres
+    problems = node_config_problems(host, extra)
+    if problems:
+        raise ValueError('; '.join(problems))
     for key, value in (extra or {}).items():
         if key == 'NodeName':
             raise ValueError(f"host '{host}': slurm_node_config may not set NodeName")
         attrs[key] = value
     attrs.setdefault('State', 'UNKNOWN')
     return attrs
+
+
+def node_config_problems(host: str, extra: t.Any) -> list[str]:
+    """What in a host's slurm_node_config would break out of its NodeName line: keys that are not identifiers,
+    values with white space, '#' or control characters."""
+    if not isinstance(extra, t.Mapping):
+        return []
+    return _config_values.problems({'slurm_node_config': extra}, syntax='slurm', keys=True, host=f"host '{host}'")
 
 
 def _line_key(attrs: t.Mapping[str, t.Any]) -> tuple[tuple[str, str], ...]:
@@ -154,6 +166,11 @@ def format_value(value: t.Any) -> str:
 
 def render_line(keyword: str, name: str, attrs: t.Mapping[str, t.Any], order: t.Sequence[str] = NODE_KEYS) -> str:
     """`Keyword=name K=V ...` with known keys in `order` first, then the rest alphabetically."""
+    # The last guard: whatever the caller checked, nothing here may add a pair, a line or a comment to the file.
+    problems = (_config_values.value_problems(keyword, name, 'slurm')
+                + _config_values.value_problems(f'{keyword}={name}', dict(attrs), 'slurm', keys=True))
+    if problems:
+        raise ValueError('; '.join(problems))
     known = [k for k in order if k in attrs]
     rest = sorted(k for k in attrs if k not in order)
     parts = [f'{keyword}={name}'] + [f'{k}={format_value(attrs[k])}' for k in known + rest]
@@ -241,7 +258,7 @@ def topology_lines(switches: t.Any, compute_hosts: t.Sequence[str],
         if unknown:
             raise ValueError(f"{where}: unknown key {', '.join(unknown)} (known: name, nodes, switches)")
         name = switch.get('name')
-        if not isinstance(name, str) or not SWITCH_NAME.match(name):
+        if not isinstance(name, str) or not SWITCH_NAME.fullmatch(name):
             raise ValueError(f'{where}: name {name!r} must be letters, digits, ".", "-" or "_"')
         if name in names:
             raise ValueError(f"{where}: switch '{name}' is already defined at {varname}[{names[name]}]")

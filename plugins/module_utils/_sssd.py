@@ -15,6 +15,8 @@ import binascii
 import re
 import typing as t
 
+from ansible_collections.llmforge.cluster.plugins.module_utils import _config_values
+
 # ldap:// or ldaps://, a host name, IPv4 address or bracketed IPv6 address, an optional port, an optional final slash.
 _URI = re.compile(r'^(?P<scheme>ldaps?)://(?P<host>[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])'
                   r'(?::(?P<port>[0-9]{1,5}))?/?$')
@@ -48,8 +50,8 @@ def dn_problem(dn: str) -> t.Optional[str]:
     """Why dn is not a distinguished name in string form (cn=sssd,dc=example,dc=org), or None when it is one."""
     if dn != dn.strip():
         return 'it begins or ends with white space'
-    if any(char in dn for char in '\r\n\0'):
-        return 'it holds a line break or NUL character'
+    if _config_values.CONTROL.search(dn):
+        return 'it holds a line break, NUL or other control character'
     if dn.endswith('\\') and not dn.endswith('\\\\'):
         return 'it ends with a lone backslash'
     for rdn in split_unescaped(dn, ','):
@@ -57,7 +59,7 @@ def dn_problem(dn: str) -> t.Optional[str]:
             attribute, equals, value = part.partition('=')
             if not equals:
                 return f"'{part.strip()}' has no '=' (each part is attribute=value, e.g. dc=example)"
-            if not _ATTRIBUTE_TYPE.match(attribute.strip()):
+            if not _ATTRIBUTE_TYPE.fullmatch(attribute.strip()):
                 return f"'{attribute.strip()}' is not an attribute name"
             if not value.strip():
                 return f"'{part.strip()}' has an empty value"
@@ -98,7 +100,7 @@ def uri_problems(uris: t.Any, start_tls: bool) -> list[str]:
         return [f'sssd_ldap_uri must be a list of URIs such as [ldaps://ldap1.example.org], got {uris!r}']
     found = []
     for uri in uris:
-        match = _URI.match(uri) if isinstance(uri, str) else None
+        match = _URI.fullmatch(uri) if isinstance(uri, str) else None
         if match is None:
             found.append(f'sssd_ldap_uri: {uri!r} is not ldaps://host[:port] or ldap://host[:port] (a host name, '
                          f'IPv4 address or [IPv6] address, nothing after the port)')
@@ -140,8 +142,9 @@ def problems(values: t.Mapping[str, t.Any]) -> list[str]:
         if not isinstance(search_base, str):
             found.append(f'{name} must be a string (a DN, optionally ?scope?filter), got {search_base!r}')
         elif search_base:
-            # sssd's search bases may carry ?scope?filter after the DN.
-            found += _dn_problems(name, search_base.split('?', 1)[0])
+            # sssd's search bases may carry ?scope?filter after the DN: that part too stays on its line.
+            found += (_dn_problems(name, search_base.split('?', 1)[0])
+                      or _config_values.value_problems(name, search_base, 'ini'))
 
     found += _bind_problems(values)
 
@@ -153,13 +156,14 @@ def problems(values: t.Mapping[str, t.Any]) -> list[str]:
         found += [f'sssd_ldap_ca_cert is not the PEM of a CA certificate: {why}' for why in wrong]
 
     domain = _text(values, 'sssd_domain')
-    if not isinstance(domain, str) or not _DOMAIN.match(domain):
+    if not isinstance(domain, str) or not _DOMAIN.fullmatch(domain):
         found.append(f'sssd_domain must be a name of letters, digits, _, . and - (the [domain/<name>] section of '
                      f'sssd.conf), got {domain!r}')
 
     home_base = _text(values, 'sssd_home_base')
     if values.get('sssd_override_homedir'):
-        if not isinstance(home_base, str) or not home_base.startswith('/') or re.search(r'[\s%]', home_base):
+        if not isinstance(home_base, str) or not home_base.startswith('/') \
+                or re.search(r'[\s%\0-\x1f\x7f]', home_base):
             found.append(f'sssd_home_base must be an absolute path without white space or % (homes are '
                          f'<sssd_home_base>/<user> with sssd_override_homedir), got {home_base!r}')
     return found

@@ -31,7 +31,7 @@ class UnitError(ValueError):
 def unit_name(name: str, field: str) -> str:
     """The unit's full name (`.service` added when it has no unit suffix); refuses what systemctl would read as an
     option or a path."""
-    if not isinstance(name, str) or not _NAME.match(name) or name.startswith('-'):
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or name.startswith('-'):
         raise UnitError(f"{field}: '{name}' is not a systemd unit name")
     return name if name.endswith(_SUFFIXES) else f'{name}.service'
 

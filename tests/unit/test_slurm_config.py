@@ -566,7 +566,8 @@ def test_gres_attrs_zero_gpus_is_none_even_with_devices():
 
 def test_filter_module_exposes_all_filters():
     assert set(FILTERS) == {'slurm_node_lines', 'slurm_gres_lines', 'slurm_cgroup_constraints',
-                            'slurm_partition_lines', 'slurm_conf_lines', 'slurm_topology_lines'}
+                            'slurm_partition_lines', 'slurm_conf_lines', 'slurm_topology_lines',
+                            'slurm_node_config_problems'}
 
 
 @pytest.mark.parametrize('filter_name', ['slurm_node_lines', 'slurm_gres_lines'])
