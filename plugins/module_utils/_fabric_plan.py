@@ -93,6 +93,9 @@ RUN_GRACE = 60
 
 
 def _whole_seconds(value: object) -> int:
+    # ASCII only: int() and float() also read other scripts' digits.
+    if not str(value).isascii():
+        raise ValueError(f'duration {value!r} is not a number of seconds')
     try:
         return int(str(value))
     except ValueError:

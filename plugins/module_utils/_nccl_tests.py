@@ -22,7 +22,7 @@ from ansible_collections.llmforge.cluster.plugins.module_utils._checks import (
 DEFAULT_PLATEAU_MIN_BYTES = 1 << 30
 WHAT = 'nccl-tests'
 
-# ASCII digits only ([0-9], not \\d): a line of other scripts' digits is no row, device or count.
+# ASCII digits only ([0-9], not \d): a line of other scripts' digits is no row, device or count.
 _VERSION = re.compile(r'^# nccl-tests version (\S+)(?:.*\bnccl-library=([0-9]+))?')
 _COLLECTIVE = re.compile(r'^# Collective test starting: (\S+)')
 _DEVICE = re.compile(r'^#\s+Rank\s+([0-9]+)\s+Group\s+([0-9]+)\s+Pid\s+([0-9]+)\s+on\s+(\S+)\s+device\s+([0-9]+)\s+\[([^\]]*)\]\s+(.*?)\s*$')
@@ -58,10 +58,20 @@ def _integer(text: str, what: str, line_no: t.Optional[int] = None) -> int:
 
 
 def _number(text: str, line_no: int, line: str) -> float:
+    number = _ascii_float(text)
+    if number is None:
+        raise NcclTestsError(f'line {line_no}: {text!r} is not a number in the result row {line.strip()!r}')
+    return number
+
+
+def _ascii_float(text: str) -> t.Optional[float]:
+    """float() of ASCII text (nan and inf kept for the judge to refuse); None for other scripts' digits or words."""
+    if not text.isascii():
+        return None
     try:
         return float(text)
     except ValueError:
-        raise NcclTestsError(f'line {line_no}: {text!r} is not a number in the result row {line.strip()!r}') from None
+        return None
 
 
 def _wrong(text: str, line_no: int, line: str) -> t.Optional[int]:
@@ -155,10 +165,9 @@ def _parse_comment(line: str, facts: dict[str, t.Any]) -> None:
         return
     match = _AVG_BUSBW.match(line)
     if match:
-        try:
-            facts['avg_busbw_gbps'] = float(match.group(1))
-        except ValueError:
-            raise NcclTestsError(f'average bus bandwidth is not a number: {line.strip()!r}') from None
+        facts['avg_busbw_gbps'] = _ascii_float(match.group(1))
+        if facts['avg_busbw_gbps'] is None:
+            raise NcclTestsError(f'average bus bandwidth is not a number: {line.strip()!r}')
         verdict = line.split(':', 1)[1].split()[1:]
         facts['avg_busbw_verdict'] = verdict[0] if verdict else None
 

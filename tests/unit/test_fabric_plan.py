@@ -460,6 +460,11 @@ def test_round_commands_of_a_node_without_tests_and_with_a_text_duration():
 @pytest.mark.parametrize('devices, duration, bad_part', [
     (['mlx5_0'], 5, 'a has no rail 1'),
     (['mlx5_0', 'mlx5_1'], 'soon', "duration 'soon'"),
+    (['mlx5_0', 'mlx5_1'], '\u0665', "duration '\u0665'"),
+    (['mlx5_0', 'mlx5_1'], '5\u00b2', "duration '5\u00b2'"),
+    (['mlx5_0', 'mlx5_1'], 'nan', "duration 'nan'"),
+    (['mlx5_0', 'mlx5_1'], float('inf'), 'duration inf'),
+    (['mlx5_0', 'mlx5_1'], '9' * 5000, 'duration'),
 ])
 def test_round_commands_rejects(devices, duration, bad_part):
     round_ = _fabric_plan.plan_pairs(['a', 'b'], 2)[0]

@@ -194,8 +194,12 @@ def test_non_ascii_digits_are_not_rows_or_devices():
     text = (FIXTURES / 'all_reduce_perf_1gpu.txt').read_text(encoding='utf-8')
     rows = nccl.parse_output(text + '\u0668 2 float sum -1 6.88 0.00 0.00 0 6.88 0.00 0.00 0\n')['rows']
     assert len(rows) == 14
-    facts = nccl.parse_output(text.replace('device  0', 'device  \u00b2', 1))
+    facts = nccl.parse_output(text.replace('device  0', 'device  \u0663', 1))
     assert facts['devices'] == []
+    with pytest.raises(nccl.NcclTestsError, match=r"line 1: '\u0664\u0667\u0667' is not a number"):
+        nccl.parse_output('8 2 float sum -1 6.88 0.00 \u0664\u0667\u0667 0 6.88 0.00 0.00 0\n')
+    with pytest.raises(nccl.NcclTestsError, match='average bus bandwidth is not a number'):
+        nccl.parse_output(text.replace('# Avg bus bandwidth    : 0', '# Avg bus bandwidth    : \u0660', 1))
 
 
 def test_nccl_version_string():
