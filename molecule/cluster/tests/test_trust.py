@@ -69,8 +69,9 @@ def test_the_run_root_is_roots_and_no_user_can_make_a_run_directory_in_it(hosts,
     root = ctl.file(RUNS)
     assert (root.user, root.group, root.mode) == ('root', 'root', 0o755)
     job = next_job_id(ctl)
-    for directory in (f'{RUNS}/root', f'{RUNS}/root/llmforge-train-{job}', f'{RUNS}/llmforge-train-{job}'):
-        denied = as_bob(ctl, f'mkdir -p {directory}')
+    # alice's directory before her first job, the next job's run directory of root and of the layout before.
+    for directory in (f'{RUNS}/alice', f'{RUNS}/root/llmforge-train-{job}', f'{RUNS}/llmforge-train-{job}'):
+        denied = as_bob(ctl, f'mkdir {directory}')
         assert denied.rc != 0 and 'Permission denied' in denied.stderr, directory
 
 
@@ -85,7 +86,7 @@ def test_the_next_jobs_run_directory_cannot_be_pre_made_and_the_job_trains_from_
     state = wait_finished(ctl, job, timeout=300)
     log = ctl.file(f'{RUNS}/root/llmforge-train-{job}.out').content_string
     assert state == 'COMPLETED', log[-3000:]
-    assert 'starting fresh' in log and 'resumed' not in log
+    assert 'starting fresh' in log and 'resumed step=' not in log
     directory = ctl.file(run_dir)
     assert (directory.user, directory.mode, directory.is_symlink) == ('root', 0o700, False)
     assert ctl.file(f'{RUNS}/root').mode == 0o700

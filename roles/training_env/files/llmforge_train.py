@@ -437,8 +437,7 @@ class Trainer:
             except RefusedRunDir as error:
                 refused[0] = str(error)
         dist.broadcast_object_list(refused, src=0)  # every rank stops, none waits in a collective for rank 0
-        if refused[0]:
-            dist.destroy_process_group()
+        if refused[0]:  # every rank leaves at once (os._exit): tearing gloo down here can block on a peer
             raise RefusedRunDir(refused[0])
         self.build()
 
