@@ -16,7 +16,7 @@ import typing as t
 
 MISSING, DENIED, TIMEOUT, FAILED = 'missing', 'denied', 'timeout', 'failed'
 # Seconds to read what a killed command left in its pipes before giving up on them.
-KILL_GRACE_S = 1.0
+KILL_GRACE_S = 0.5
 
 
 class Completed(t.NamedTuple):
