@@ -69,8 +69,8 @@ def test_the_run_root_is_roots_and_no_user_can_make_a_run_directory_in_it(hosts,
     root = ctl.file(RUNS)
     assert (root.user, root.group, root.mode) == ('root', 'root', 0o755)
     job = next_job_id(ctl)
-    # alice's directory before her first job, the next job's run directory of root and of the layout before.
-    for directory in (f'{RUNS}/alice', f'{RUNS}/root/llmforge-train-{job}', f'{RUNS}/llmforge-train-{job}'):
+    # A user's directory before that user's first job, the next job's run directory of root and of the layout before.
+    for directory in (f'{RUNS}/nobody-yet-{job}', f'{RUNS}/root/llmforge-train-{job}', f'{RUNS}/llmforge-train-{job}'):
         denied = as_bob(ctl, f'mkdir {directory}')
         assert denied.rc != 0 and 'Permission denied' in denied.stderr, directory
 
