@@ -214,8 +214,8 @@ def test_a_driver_version_that_is_not_one_fails(reported):
     assert check['status'] == 'fail' and 'is not a driver version' in check['message']
 
 
-@pytest.mark.parametrize('minimum', ['\u0665\u0668\u0660', '5\u00b2', '9' * 5000], ids=['arabic-indic', 'superscript',
-                                                                                      '5000-digits'])
+@pytest.mark.parametrize('minimum', ['\u0665\u0668\u0660', '5\u00b2', '9' * 5000],
+                         ids=['arabic-indic', 'superscript', '5000-digits'])
 def test_a_driver_version_expectation_of_other_digits_is_refused(minimum):
     with pytest.raises(gpu.GpuTopologyError, match='expected.driver_version must look like'):
         gpu.resolve_expectation(None, {'driver_version': minimum})

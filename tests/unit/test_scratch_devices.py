@@ -75,8 +75,8 @@ def test_bad_lsblk_output_is_a_clear_error(text, fragment):
         sd.parse_lsblk(text)
 
 
-@pytest.mark.parametrize('size', ['\u00b2', '1\u0663', '9' * 5000, '-1'], ids=['superscript', 'arabic-indic',
-                                                                            '5000-digits', 'negative'])
+@pytest.mark.parametrize('size', ['\u00b2', '1\u0663', '9' * 5000, '-1'],
+                         ids=['superscript', 'arabic-indic', '5000-digits', 'negative'])
 def test_a_size_string_of_hostile_digits_is_a_clear_error(size):
     text = json.dumps({'blockdevices': [{'name': 'sdc', 'type': 'disk', 'size': size}]})
     with pytest.raises(sd.ScratchDevicesError, match='sdc: size is .* expected a number of bytes'):

@@ -184,8 +184,8 @@ def test_a_run_directory_below_a_directory_others_can_write_without_the_sticky_b
     shared = tmp_path / 'shared'
     shared.mkdir()
     shared.chmod(0o777)  # anyone could rename our run directory away and put theirs in its place
-    with pytest.raises(train.RefusedRunDir, match=re.escape(f'{shared} (above the run directory) is writable by '
-                                                             'group or others without the sticky bit (mode 0777)')):
+    message = f'{shared} (above the run directory) is writable by group or others without the sticky bit (mode 0777)'
+    with pytest.raises(train.RefusedRunDir, match=re.escape(message)):
         train.prepare_run_dir(str(shared / 'run'), os.geteuid())
     shared.chmod(0o1777)  # like /tmp: only the owner may rename or remove an entry
     assert train.prepare_run_dir(str(shared / 'run'), os.geteuid()) == str(shared / 'run')
@@ -564,7 +564,7 @@ def test_the_prolog_makes_each_users_private_run_directory_and_never_fails(tmp_p
                       SLURM_JOB_GID=str(gid))[0].returncode == 0
     assert stat.S_IMODE(os.lstat(run_root / 'bob').st_mode) == 0o750
     for user in ('', '..', 'a/b', '-rf'):
-        done, _ = run_prolog(tmp_path, run_root, SLURM_JOB_USER=user, SLURM_JOB_UID='1', SLURM_JOB_GID='1')
+        done = run_prolog(tmp_path, run_root, SLURM_JOB_USER=user, SLURM_JOB_UID='1', SLURM_JOB_GID='1')[0]
         assert done.returncode == 0, user
     assert run_prolog(tmp_path, tmp_path / 'missing', SLURM_JOB_USER='bob', SLURM_JOB_UID='1',
                       SLURM_JOB_GID='1')[0].returncode == 0
