@@ -10,8 +10,9 @@ from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_util
 
 fleet = module_utils('_nccl_fleet')
 report = module_utils('_report')
+catalog = module_utils('_gpu_catalog')
 
-# GPUs of a node whose inventory does not say (gpu_count).
+# GPUs of a node whose inventory does not say (gpu_profile or gpu_count).
 DEFAULT_GPU_COUNT = 8
 
 
@@ -63,11 +64,12 @@ def nccl_tag_runs(results):
 
 
 def _gpus(nodes, hostvars):
-    """{node: gpu_count} from the nodes' variables (DEFAULT_GPU_COUNT where unset)."""
+    """{node: gpu_count} from the nodes' variables: their gpu_profile's GPU count in the GPU catalog, or gpu_count
+    (DEFAULT_GPU_COUNT where neither is set)."""
     counts = {}
     for node in nodes:
         facts = hostvars[node]
-        value = facts.get('gpu_count') if hasattr(facts, 'get') else None
+        value = catalog.node_gpus(str(node), facts)['gpu_count'] if hasattr(facts, 'get') else None
         counts[node] = DEFAULT_GPU_COUNT if value is None else value
     return counts
 

@@ -28,8 +28,9 @@ def _members(groups: t.Mapping[str, t.Sequence[str]], node_groups: t.Sequence[st
     return cfg.node_group_members(node_groups, groups)
 
 
-def _gpu_count(host: str, hv: t.Mapping[str, t.Any]) -> t.Any:
-    return hv.get('gpu_count', len(hv.get('slurm_common_gpu_devices') or []))
+def _gpus(host: str, hv: t.Mapping[str, t.Any]) -> tuple[t.Any, int]:
+    """(gpu_type, gpu_count) of a node: derived from its gpu_profile through the GPU catalog (module_utils/_gpu_catalog)."""
+    return cfg.node_gpus(host, hv, hv.get('slurm_common_gpu_devices') or [])
 
 
 def _wrap(name: str, func: t.Callable[..., t.Any], *args: t.Any) -> t.Any:
@@ -43,7 +44,8 @@ def _node_lines(hostvars, groups, node_groups, real_memory_percent=95):
     records = {}
     for host in _members(groups, node_groups):
         hv = _host_vars(hostvars, host)
-        gres = cfg.gres_string(host, _gpu_count(host, hv), hv.get('gpu_type'))
+        gpu_type, gpu_count = _gpus(host, hv)
+        gres = cfg.gres_string(host, gpu_count, gpu_type)
         records[host] = cfg.node_hardware(host, hv.get('ansible_facts') or {}, real_memory_percent, gres,
                                           hv.get('slurm_node_config'))
     return [cfg.render_line('NodeName', line['hosts'], line['attrs']) for line in cfg.collapse(records)]
@@ -62,8 +64,9 @@ def _gres_lines(hostvars, groups, node_groups):
     records = {}
     for host in _members(groups, node_groups):
         hv = _host_vars(hostvars, host)
-        attrs = cfg.gres_attrs(host, hv.get('slurm_common_gres_autodetect_resolved') or None, hv.get('gpu_type'),
-                               hv.get('slurm_common_gpu_devices') or [], _gpu_count(host, hv))
+        gpu_type, gpu_count = _gpus(host, hv)
+        attrs = cfg.gres_attrs(host, hv.get('slurm_common_gres_autodetect_resolved') or None, gpu_type,
+                               hv.get('slurm_common_gpu_devices') or [], gpu_count)
         if attrs:
             records[host] = attrs
     order = ('AutoDetect', 'Name', 'Type', 'File', 'Cores')

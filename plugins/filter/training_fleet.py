@@ -9,6 +9,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
 
 fleet = module_utils('_training_fleet')
+catalog = module_utils('_gpu_catalog')
 
 # Where the training_env role installs the trainer, when the node's inventory does not say.
 DEFAULT_ENV_ROOT = '/opt/llmforge/envs'
@@ -24,11 +25,21 @@ def _first(facts, *names, default=None):
     return default
 
 
-def node_settings(facts):
-    """{gpus, tasks, trainer, run_root} of a node from its variables (hostvars), with the documented defaults."""
+def _gpus_per_node(facts, node):
+    gpus = _first(facts, 'validate_training_gpus_per_node')
+    if gpus is None and hasattr(facts, 'get'):
+        gpus = catalog.node_gpus(str(node), facts)['gpu_count']
+    return DEFAULT_GPU_COUNT if gpus is None else gpus
+
+
+def node_settings(facts, node=''):
+    """{gpus, tasks, trainer, run_root} of a node from its variables (hostvars), with the documented defaults.
+
+    GPUs: validate_training_gpus_per_node, else the GPU count of the node's gpu_profile in the GPU catalog (or its
+    gpu_count)."""
     env = f"{_first(facts, 'training_env_root', default=DEFAULT_ENV_ROOT)}/{_first(facts, 'training_env_name', default=DEFAULT_ENV_NAME)}"
     return {
-        'gpus': _first(facts, 'validate_training_gpus_per_node', 'gpu_count', default=DEFAULT_GPU_COUNT),
+        'gpus': _gpus_per_node(facts, node),
         'tasks': _first(facts, 'validate_training_tasks_per_node'),
         'trainer': f'{env}/bin/llmforge-train',
         'run_root': _first(facts, 'validate_training_run_root', 'training_env_job_run_root', default=''),
@@ -38,8 +49,8 @@ def node_settings(facts):
 def training_plan(nodes, hostvars, options):
     """{runs, all_nodes_skipped}: every single-node run, then the all-node run, argv included."""
     try:
-        return fleet.plan_runs({node: node_settings(hostvars[node]) for node in nodes}, options or {})
-    except (fleet.TrainingFleetError, KeyError, TypeError) as err:
+        return fleet.plan_runs({node: node_settings(hostvars[node], node) for node in nodes}, options or {})
+    except (fleet.TrainingFleetError, KeyError, TypeError, ValueError) as err:
         raise AnsibleFilterError(f'training_plan: {err}') from err
 
 

@@ -13,7 +13,7 @@ import re
 import typing as t
 import xml.etree.ElementTree as ET
 
-from ansible_collections.llmforge.cluster.plugins.module_utils import _proc as proc
+from ansible_collections.llmforge.cluster.plugins.module_utils import _gpu_catalog, _proc as proc
 from ansible_collections.llmforge.cluster.plugins.module_utils._checks import (
     FAIL, PASS, SKIP, WARN, check as _check, failure_summary as _failure_summary, healthy, per_subject, skip as _skip)
 
@@ -58,39 +58,15 @@ EXPECTED_TYPES: dict[str, type | tuple[type, ...]] = {
     'gpu_nic_affinity': list,
 }
 
-_HEALTHY_DEFAULTS = {
-    'persistence_mode': True,
-    'ecc_enabled': True,
-    'mig_enabled': False,
-    'max_ecc_uncorrected': 0,
-}
-
-# Sources: NVLink counts per GPU pair from `nvidia-smi topo -m` on HGX boards (H100/H200/B200 SXM: NV18,
-# A100 SXM4: NV12); memory from the vendor datasheets as nvidia-smi reports it (H100 80GB: 81559 MiB,
-# H200 141GB: 143771 MiB in our own capture, A100 80GB: 81920 MiB, B200 180GB: ~183 GiB), with headroom
-# for driver reservations; PCIe generation and width from the datasheets (host link of an SXM module).
-PROFILES: dict[str, dict[str, t.Any]] = {
-    'h100-sxm-8': dict(_HEALTHY_DEFAULTS, gpu_count=8, model=r'H100', min_memory_mib=80000,
-                       nvlinks_per_pair=18, pcie_gen=5, pcie_width=16),
-    'h200-sxm-8': dict(_HEALTHY_DEFAULTS, gpu_count=8, model=r'H200', min_memory_mib=140000,
-                       nvlinks_per_pair=18, pcie_gen=5, pcie_width=16),
-    'a100-sxm4-80gb-8': dict(_HEALTHY_DEFAULTS, gpu_count=8, model=r'A100.*80GB', min_memory_mib=80000,
-                             nvlinks_per_pair=12, pcie_gen=4, pcie_width=16),
-    'b200-sxm-8': dict(_HEALTHY_DEFAULTS, gpu_count=8, model=r'B200', min_memory_mib=178000,
-                       nvlinks_per_pair=18, pcie_gen=5, pcie_width=16),
-    # One H200 on PCIe with no NVLink peers, as in our real single-GPU capture (Gen5 x16 host link).
-    'h200-1': dict(_HEALTHY_DEFAULTS, gpu_count=1, model=r'H200', min_memory_mib=140000,
-                   nvlinks_per_pair=0, pcie_gen=5, pcie_width=16),
-}
-
 
 def resolve_expectation(profile: t.Optional[str], expected: t.Optional[t.Mapping[str, t.Any]]) -> dict[str, t.Any]:
-    """The profile's expectation with `expected` laid over it; unknown names and wrong types are errors."""
+    """The profile's expectation (from the GPU catalog) with `expected` laid over it; unknown names and wrong types
+    are errors."""
     result: dict[str, t.Any] = {}
     if profile:
-        if profile not in PROFILES:
-            raise GpuTopologyError(f"unknown profile '{profile}'; known profiles: {', '.join(sorted(PROFILES))}")
-        result.update(PROFILES[profile])
+        if profile not in _gpu_catalog.CATALOG:
+            raise GpuTopologyError(f"unknown profile '{profile}'; known profiles: {', '.join(_gpu_catalog.profiles())}")
+        result.update(_gpu_catalog.expectation(profile))
     for key, value in (expected or {}).items():
         if key not in EXPECTED_TYPES:
             raise GpuTopologyError(f"unknown key 'expected.{key}'; known keys: {', '.join(sorted(EXPECTED_TYPES))}")

@@ -2,12 +2,13 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The per-host hardware description of the inventory, checked in one place.
 
-The roles and playbooks read these variables of a host: slurm_controller (gpu_type, gpu_count for NodeName and
-gres.conf lines), gpu_driver (gpu_type, gpu_count for open modules and Fabric Manager), slurm_node's health check
-and validate.yml (gpu_profile, gpu_expected, rdma_expected), infiniband (node_index for IPoIB addresses) and
-monitoring (monitoring_address for scrape targets). `problems` checks them all, and that gpu_profile agrees with
-gpu_type and gpu_count, with the same rules the code that reads them applies, so a wrong value stops the play before
-anything changes. Pure Python with no Ansible import.
+The roles and playbooks read these variables of a host: gpu_profile, the node's entry in the GPU catalog
+(module_utils/_gpu_catalog.py), from which gpu_type and gpu_count follow (slurm_controller's NodeName and gres.conf
+lines, gpu_driver's open modules and Fabric Manager, slurm_node's device check) unless set, and then they must agree;
+slurm_node's health check and validate.yml (gpu_profile, gpu_expected, rdma_expected), infiniband (node_index for IPoIB
+addresses) and monitoring (monitoring_address for scrape targets). `problems` checks them all with the same rules the
+code that reads them applies, so a wrong value stops the play before anything changes. Pure Python with no Ansible
+import.
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ from __future__ import annotations
 import re
 import typing as t
 
-from ansible_collections.llmforge.cluster.plugins.module_utils import _gpu_topology, _rdma_links
-from ansible_collections.llmforge.cluster.plugins.module_utils._slurm_config import parse_gpu_count, parse_gpu_type
+from ansible_collections.llmforge.cluster.plugins.module_utils import _gpu_catalog, _gpu_topology, _rdma_links
 
 VARIABLES = ('gpu_type', 'gpu_count', 'gpu_profile', 'gpu_expected', 'rdma_expected', 'node_index', 'monitoring_address')
 
@@ -24,9 +24,10 @@ VARIABLES = ('gpu_type', 'gpu_count', 'gpu_profile', 'gpu_expected', 'rdma_expec
 _ADDRESS = re.compile(r'^(?:[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?|\[[0-9A-Fa-f:.]+(?:%[A-Za-z0-9_.-]+)?\])$')
 
 
-def profile_gpu_type(profile: str) -> str:
-    """The GPU type a gpu_topology profile describes: its name up to the first dash (h200-sxm-8: h200)."""
-    return profile.split('-', 1)[0]
+def set_variables(names: t.Iterable[t.Any]) -> list[str]:
+    """The names among `names` that are hardware variables (VARIABLES), in the order of VARIABLES."""
+    present = {str(name) for name in names}
+    return [name for name in VARIABLES if name in present]
 
 
 def problems(host: str, values: t.Mapping[str, t.Any]) -> list[str]:
@@ -37,28 +38,20 @@ def problems(host: str, values: t.Mapping[str, t.Any]) -> list[str]:
     found: list[str] = []
     given = {name: values[name] for name in VARIABLES if name in values and values[name] is not None}
 
-    gpu_type = _checked(found, parse_gpu_type, host, given.get('gpu_type'))
-    gpu_count = _checked(found, parse_gpu_count, host, given['gpu_count']) if 'gpu_count' in given else None
+    _checked(found, _gpu_catalog.parse_gpu_type, host, given.get('gpu_type'))
+    if 'gpu_count' in given:
+        _checked(found, _gpu_catalog.parse_gpu_count, host, given['gpu_count'])
     profile = given.get('gpu_profile') or None
-    if profile is not None and (not isinstance(profile, str) or profile not in _gpu_topology.PROFILES):
-        found.append(f"host '{host}': gpu_profile {profile!r} is not a gpu_topology profile; known profiles: "
-                     f"{', '.join(sorted(_gpu_topology.PROFILES))}")
-        profile = None
-    expectation = _gpu_expectation(found, host, profile, given.get('gpu_expected'))
+    if profile is not None and (not isinstance(profile, str) or profile not in _gpu_catalog.CATALOG):
+        found.append(f"host '{host}': gpu_profile {profile!r} is not a profile of the GPU catalog; known profiles: "
+                     f"{', '.join(_gpu_catalog.profiles())}")
+    _gpu_expectation(found, host, profile if not found else None, given.get('gpu_expected'))
+    if not found:
+        # The catalog's rule: gpu_type and gpu_count follow gpu_profile (and gpu_expected's gpu_count), or agree.
+        _checked(found, _gpu_catalog.node_gpus, host, given)
     _rdma_expectation(found, host, given.get('rdma_expected'))
     _node_index(found, host, given.get('node_index'))
     _monitoring_address(found, host, given.get('monitoring_address'))
-
-    if profile is not None and gpu_type is not None and not gpu_type.lower().startswith(profile_gpu_type(profile)):
-        found.append(f"host '{host}': gpu_profile {profile} describes {profile_gpu_type(profile)} GPUs, but gpu_type is "
-                     f"{gpu_type!r}; set the profile of this GPU model or correct gpu_type")
-    expected_count = (expectation or {}).get('gpu_count')
-    if gpu_count is not None and expected_count is not None and gpu_count != expected_count:
-        source = f'gpu_profile {profile}' if profile else 'gpu_expected'
-        if profile and 'gpu_count' in (given.get('gpu_expected') or {}):
-            source += ' with gpu_expected'
-        found.append(f"host '{host}': gpu_count is {gpu_count}, but {source} expects {expected_count} GPUs; "
-                     f"the validators would drain a node Slurm offers with {gpu_count}")
     return found
 
 
@@ -71,15 +64,14 @@ def _checked(found: list[str], parse: t.Callable[[str, t.Any], t.Any], host: str
         return None
 
 
-def _gpu_expectation(found: list[str], host: str, profile: t.Optional[str], expected: t.Any) -> t.Optional[dict]:
+def _gpu_expectation(found: list[str], host: str, profile: t.Optional[str], expected: t.Any) -> None:
     if expected is not None and not isinstance(expected, t.Mapping):
         found.append(f"host '{host}': gpu_expected must be a mapping of gpu_topology expectations, got {expected!r}")
-        expected = None
+        return
     try:
-        return _gpu_topology.resolve_expectation(profile, expected)
+        _gpu_topology.resolve_expectation(profile, expected)
     except _gpu_topology.GpuTopologyError as err:
         found.append(f"host '{host}': gpu_expected: {err}")
-        return None
 
 
 def _rdma_expectation(found: list[str], host: str, expected: t.Any) -> None:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 import typing as t
 
-from ansible_collections.llmforge.cluster.plugins.module_utils import _config_values
+from ansible_collections.llmforge.cluster.plugins.module_utils import _config_values, _gpu_catalog
+from ansible_collections.llmforge.cluster.plugins.module_utils._gpu_catalog import parse_gpu_count, parse_gpu_type
 from ansible_collections.llmforge.cluster.plugins.module_utils._hostlist import compress, expand
 
 # Order of the hardware keys on a NodeName line, as `slurmd -C` prints them.
@@ -54,19 +55,6 @@ def _require_int(host: str, facts: t.Mapping[str, t.Any], key: str) -> int:
         raise ValueError(f"host '{host}': fact '{key}' is not a number: {value!r}") from None
 
 
-def parse_gpu_count(host: str, gpu_count: t.Any) -> int:
-    """gpu_count as a non-negative int; floats, booleans and words are refused, not truncated."""
-    if isinstance(gpu_count, bool) or isinstance(gpu_count, float) and not gpu_count.is_integer():
-        raise ValueError(f"host '{host}': gpu_count must be a whole number, got {gpu_count!r}")
-    try:
-        count = int(gpu_count)
-    except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"host '{host}': gpu_count must be a whole number, got {gpu_count!r}") from None
-    if count < 0:
-        raise ValueError(f"host '{host}': gpu_count must not be negative, got {count}")
-    return count
-
-
 def parse_real_memory_percent(value: t.Any) -> int:
     """slurm_controller_real_memory_percent as an int between 50 and 100."""
     if isinstance(value, bool):
@@ -80,14 +68,13 @@ def parse_real_memory_percent(value: t.Any) -> int:
     return percent
 
 
-def parse_gpu_type(host: str, gpu_type: t.Any) -> t.Optional[str]:
-    """gpu_type as a string of letters, digits, '_' and '-' (a GRES type), or None when unset."""
-    if gpu_type in (None, ''):
-        return None
-    gpu_type = str(gpu_type)
-    if not gpu_type.replace('_', '').replace('-', '').isalnum():
-        raise ValueError(f"host '{host}': gpu_type {gpu_type!r} may hold only letters, digits, '_' and '-'")
-    return gpu_type
+def node_gpus(host: str, values: t.Mapping[str, t.Any], device_paths: t.Sequence[str]) -> tuple[t.Optional[str], int]:
+    """(gpu_type, gpu_count) of a node as slurm.conf and gres.conf describe it: from the GPU catalog (gpu_profile, or
+    gpu_type/gpu_count as set; see _gpu_catalog.node_gpus), the number of its device files where the inventory says
+    nothing. ValueError naming the variable and the host when they disagree."""
+    gpus = _gpu_catalog.node_gpus(host, values)
+    count = gpus['gpu_count']
+    return gpus['gpu_type'], len(device_paths) if count is None else count
 
 
 def gres_string(host: str, gpu_count: t.Any, gpu_type: t.Any) -> t.Optional[str]:

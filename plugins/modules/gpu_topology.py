@@ -22,12 +22,14 @@ description:
 options:
   profile:
     description:
-      - Built-in expectation for a known node type. Each profile documents the source of its numbers in
-        C(plugins/module_utils/_gpu_topology.py).
-      - C(h100-sxm-8), C(h200-sxm-8), C(a100-sxm4-80gb-8), C(b200-sxm-8) are 8-GPU HGX boards; C(h200-1)
-        is a single H200 on PCIe without NVLink peers.
+      - Built-in expectation for a known node type: a profile of the GPU catalog,
+        C(plugins/module_utils/_gpu_catalog.py), which documents each profile and the source of its numbers
+        (the filter C(llmforge.cluster.gpu_model) returns a profile's record).
+      - C(h100-sxm-8), C(h200-sxm-8), C(a100-sxm4-80gb-8), C(b200-sxm-8), C(b300-sxm-8) are 8-GPU HGX boards;
+        C(gb200-nvl72-4) is a GB200 NVL72 compute tray of 4 GPUs; C(h200-1) is a single H200 on PCIe without
+        NVLink peers. C(b300-sxm-8) and C(gb200-nvl72-4) come from public specifications and are untested.
     type: str
-    choices: [h100-sxm-8, h200-sxm-8, a100-sxm4-80gb-8, b200-sxm-8, h200-1]
+    choices: [a100-sxm4-80gb-8, b200-sxm-8, b300-sxm-8, gb200-nvl72-4, h100-sxm-8, h200-1, h200-sxm-8]
   expected:
     description:
       - Expectations laid over the profile (or used alone). An unknown key is an error.
@@ -212,6 +214,7 @@ healthy:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.llmforge.cluster.plugins.module_utils import _gpu_catalog
 from ansible_collections.llmforge.cluster.plugins.module_utils import _gpu_topology as gpu
 from ansible_collections.llmforge.cluster.plugins.module_utils import _module_errors as errors
 
@@ -219,7 +222,7 @@ from ansible_collections.llmforge.cluster.plugins.module_utils import _module_er
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            profile=dict(type='str', choices=sorted(gpu.PROFILES)),
+            profile=dict(type='str', choices=_gpu_catalog.profiles()),
             expected=dict(type='dict', default={}),
             nvidia_smi_path=dict(type='path', default='nvidia-smi'),
             timeout=dict(type='int', default=30),

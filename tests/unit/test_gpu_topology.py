@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import _gpu_topology as gpu
+from ansible_collections.llmforge.cluster.plugins.module_utils import _gpu_catalog
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / 'fixtures' / 'gpu'
 REAL = FIXTURES / 'h200-1gpu-vm'
@@ -269,8 +270,30 @@ def test_bad_topology_is_named(text, fragment):
     assert fragment in str(err.value)
 
 
+_HEALTHY = {'persistence_mode': True, 'ecc_enabled': True, 'mig_enabled': False, 'max_ecc_uncorrected': 0}
+# What each profile expected before the GPU catalog held them: the catalog must give the validator the same numbers.
+_BEFORE_THE_CATALOG = {
+    'h100-sxm-8': dict(_HEALTHY, gpu_count=8, model=r'H100', min_memory_mib=80000, nvlinks_per_pair=18, pcie_gen=5,
+                       pcie_width=16),
+    'h200-sxm-8': dict(_HEALTHY, gpu_count=8, model=r'H200', min_memory_mib=140000, nvlinks_per_pair=18, pcie_gen=5,
+                       pcie_width=16),
+    'a100-sxm4-80gb-8': dict(_HEALTHY, gpu_count=8, model=r'A100.*80GB', min_memory_mib=80000, nvlinks_per_pair=12,
+                             pcie_gen=4, pcie_width=16),
+    'b200-sxm-8': dict(_HEALTHY, gpu_count=8, model=r'B200', min_memory_mib=178000, nvlinks_per_pair=18, pcie_gen=5,
+                       pcie_width=16),
+    'h200-1': dict(_HEALTHY, gpu_count=1, model=r'H200', min_memory_mib=140000, nvlinks_per_pair=0, pcie_gen=5,
+                   pcie_width=16),
+}
+
+
 def test_profiles_are_all_complete():
-    for name, profile in gpu.PROFILES.items():
-        assert set(profile) >= {'gpu_count', 'model', 'min_memory_mib', 'nvlinks_per_pair', 'pcie_gen', 'pcie_width',
+    for name in _gpu_catalog.CATALOG:
+        profile = gpu.resolve_expectation(name, None)
+        assert set(profile) == {'gpu_count', 'model', 'min_memory_mib', 'nvlinks_per_pair', 'pcie_gen', 'pcie_width',
                                 'persistence_mode', 'ecc_enabled', 'mig_enabled', 'max_ecc_uncorrected'}, name
-        assert gpu.resolve_expectation(name, None) == profile
+        assert set(profile) <= set(gpu.EXPECTED_TYPES), name
+
+
+@pytest.mark.parametrize('name', sorted(_BEFORE_THE_CATALOG))
+def test_the_catalog_gives_the_validator_the_same_expectations_as_before(name):
+    assert gpu.resolve_expectation(name, None) == _BEFORE_THE_CATALOG[name]

@@ -582,11 +582,33 @@ def test_bad_gpu_count_is_refused_by_both_files(filter_name, count, fragment):
     assert "host 'gpu1'" in message and fragment in message
 
 
-def test_gpu_count_none_in_gres_names_the_host():
-    hv = host_vars()
+def test_gpu_count_null_is_unset_as_in_the_hardware_check():
+    hv = host_vars(slurm_common_gpu_devices=devices(4))
     hv['gpu_count'] = None
-    message = filter_error('slurm_gres_lines', {'gpu1': hv}, {'g': ['gpu1']}, ['g'])
-    assert "host 'gpu1'" in message and 'gpu_count' in message
+    assert FILTERS['slurm_gres_lines']({'gpu1': hv}, {'g': ['gpu1']}, ['g']) == [
+        'NodeName=gpu1 Name=gpu Type=h200 File=/dev/nvidia[0-3]']
+
+
+@pytest.mark.parametrize('profile, gres, files', [
+    ('h200-sxm-8', 'gpu:h200:8', '/dev/nvidia[0-7]'),
+    ('h200-1', 'gpu:h200:1', '/dev/nvidia0'),
+    ('gb200-nvl72-4', 'gpu:gb200:4', '/dev/nvidia[0-3]'),
+])
+def test_gres_follows_gpu_profile_alone(profile, gres, files):
+    hostvars = {'gpu1': host_vars(gpu_type=None, gpu_count=None, gpu_profile=profile, slurm_common_gpu_devices=[])}
+    assert f'Gres={gres}' in FILTERS['slurm_node_lines'](hostvars, {'g': ['gpu1']}, ['g'])[0]
+    assert FILTERS['slurm_gres_lines'](hostvars, {'g': ['gpu1']}, ['g']) == [
+        f'NodeName=gpu1 Name=gpu Type={gres.split(":")[1]} File={files}']
+
+
+@pytest.mark.parametrize('filter_name', ['slurm_node_lines', 'slurm_gres_lines'])
+@pytest.mark.parametrize('overrides, fragment', [
+    ({'gpu_count': 4}, "host 'gpu1': gpu_count is 4, but gpu_profile h200-sxm-8 expects 8 GPUs"),
+    ({'gpu_type': 'h100'}, "host 'gpu1': gpu_type is 'h100', but gpu_profile h200-sxm-8 has GRES type 'h200'"),
+])
+def test_gpu_type_or_count_that_disagrees_with_gpu_profile_is_refused(filter_name, overrides, fragment):
+    hostvars = {'gpu1': host_vars(gpu_profile='h200-sxm-8', **overrides)}
+    assert fragment in filter_error(filter_name, hostvars, {'g': ['gpu1']}, ['g'])
 
 
 @pytest.mark.parametrize('node_config', ['Features=x', ['a']])
