@@ -58,6 +58,7 @@ import typing as t
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import _checks as checks
 from ansible_collections.llmforge.cluster.plugins.module_utils import _proc as proc
+from ansible_collections.llmforge.cluster.plugins.module_utils import _validators as validators
 
 PASS, FAIL, WARN, SKIP, ERROR, HANG = 'pass', 'fail', 'warn', 'skip', 'error', 'hang'
 VERDICTS = (PASS, WARN, FAIL, ERROR, HANG)
@@ -608,3 +609,29 @@ def run_diag(dcgmi: str, level: int, timeout: t.Optional[float] = None, gpus: t.
     result = judge_run(level, done.rc, done.stdout, done.stderr, reason_prefix)
     result.duration_seconds = round(time.monotonic() - started, 3)
     return result
+
+
+# --- as a node validator (_validators.py): level 1 in the health check ------------------------------
+
+# Level 1 takes seconds; its own limit in a health check defaults to this (Slurm kills one after 60 s).
+HEALTH_CHECK_TIMEOUT = 45
+_HEALTH_CHECK_READING = 'dcgmi diag -r 1'
+
+
+def _collect(settings: t.Mapping[str, t.Any], timeout: float) -> t.List[validators.Reading]:
+    dcgmi, limit = settings['dcgmi'], float(settings['timeout'])
+    return [validators.Reading(_HEALTH_CHECK_READING, lambda: run_diag(dcgmi, 1, limit), limit, _HEALTH_CHECK_READING)]
+
+
+def _judge(outputs: t.Mapping[str, t.Any], settings: t.Mapping[str, t.Any], current: t.Any) -> t.List[t.Dict[str, t.Any]]:
+    return [as_check(outputs[_HEALTH_CHECK_READING])]
+
+
+VALIDATOR = validators.Validator(
+    name='dcgm', title="DCGM's level-1 diagnostic (dcgmi diag -r 1), judged as the dcgm_diag module judges it",
+    settings=(
+        validators.Setting('dcgmi', 'command', 'dcgmi', 'The dcgmi command.', package='DCGM (datacenter-gpu-manager)'),
+        validators.Setting('timeout', 'seconds', HEALTH_CHECK_TIMEOUT, "The diagnostic's own time limit."),
+    ),
+    collect=_collect, judge=_judge, errors=(DcgmDiagError,),
+    timed_out=lambda reading: as_check(hang_result(1, reading.limit)), stages=('health_check',), module='dcgm_diag')

@@ -14,6 +14,7 @@ import typing as t
 import xml.etree.ElementTree as ET
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import _gpu_catalog, _proc as proc
+from ansible_collections.llmforge.cluster.plugins.module_utils import _validators as validators
 from ansible_collections.llmforge.cluster.plugins.module_utils._checks import (
     FAIL, PASS, SKIP, WARN, check as _check, failure_summary as _failure_summary, healthy, per_subject, skip as _skip)
 
@@ -488,3 +489,39 @@ def evaluate(facts: dict[str, t.Any], topo: dict[str, t.Any], want: t.Mapping[st
         'checks': checks,
         'healthy': healthy(checks),
     }
+
+# --- as a node validator (_validators.py) ----------------------------------------------------------
+
+_XML, _TOPO = 'nvidia-smi -q -x', 'nvidia-smi topo -m'
+
+
+def _collect(settings: t.Mapping[str, t.Any], timeout: float) -> list[validators.Reading]:
+    smi = settings['nvidia_smi']
+    return [validators.Reading(_XML, lambda: run_command([smi, '-q', '-x'], timeout), timeout, _XML),
+            validators.Reading(_TOPO, lambda: run_command([smi, 'topo', '-m'], timeout), timeout, _TOPO)]
+
+
+def _judge(outputs: t.Mapping[str, t.Any], settings: t.Mapping[str, t.Any], current: t.Any) -> list[dict[str, t.Any]]:
+    current.what = _XML
+    facts = parse_smi_xml(outputs[_XML])
+    current.what = _TOPO
+    topo = parse_topo_matrix(outputs[_TOPO])
+    current.what = f'{_XML} and topo -m'
+    return judge(facts, topo, settings['want'])
+
+
+def _prepare(settings: dict[str, t.Any]) -> dict[str, t.Any]:
+    return dict(settings, want=resolve_expectation(settings['profile'] or None, settings['expected']))
+
+
+VALIDATOR = validators.Validator(
+    name='gpu_topology', title='GPUs, NVLinks, PCIe links, ECC, row remapping, clocks, driver, GPU-NIC affinity',
+    settings=(
+        validators.Setting('profile', 'text', None, 'A GPU profile of the catalog, or null.', nullable=True,
+                           what='a profile name or null'),
+        validators.Setting('expected', 'object', {}, 'Expectations laid over the profile, as the module takes them.'),
+        validators.Setting('nvidia_smi', 'command', 'nvidia-smi', 'The nvidia-smi command.', nullable=True,
+                           package='the NVIDIA driver'),
+    ),
+    collect=_collect, judge=_judge, prepare=_prepare, errors=(GpuTopologyError,), timeouts=(CommandTimeout,),
+    module='gpu_topology')

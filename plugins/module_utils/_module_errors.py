@@ -18,13 +18,16 @@ import typing as t
 MAX_DETAIL = 300
 
 
+def detail(err: BaseException) -> str:
+    """The exception's text cut to MAX_DETAIL characters; 'no message' when it has none."""
+    text = str(err).strip() or 'no message'
+    return text[:MAX_DETAIL] + '...' if len(text) > MAX_DETAIL else text
+
+
 def describe(err: BaseException, what: str) -> str:
     """`unexpected OverflowError while reading <what>: <text>`, the text cut to MAX_DETAIL characters."""
-    text = str(err).strip() or 'no message'
-    if len(text) > MAX_DETAIL:
-        text = text[:MAX_DETAIL] + '...'
     where = f' while reading {what}' if what else ''
-    return f'unexpected {type(err).__name__}{where}: {text}'
+    return f'unexpected {type(err).__name__}{where}: {detail(err)}'
 
 
 class Input:

@@ -29,38 +29,26 @@ import argparse
 import json
 import os
 import sys
-import threading
 import time
 import typing as t
 
-from ansible_collections.llmforge.cluster.plugins.module_utils import _dcgm_diag as dcgm
 from ansible_collections.llmforge.cluster.plugins.module_utils import _files as files
-from ansible_collections.llmforge.cluster.plugins.module_utils import _gpu_topology as gpu
 from ansible_collections.llmforge.cluster.plugins.module_utils import _proc as proc
 from ansible_collections.llmforge.cluster.plugins.module_utils import _prometheus as prometheus
-from ansible_collections.llmforge.cluster.plugins.module_utils import _rdma_links as rdma
 from ansible_collections.llmforge.cluster.plugins.module_utils import _slurm_drain as drain
-from ansible_collections.llmforge.cluster.plugins.module_utils._checks import FAIL, ascii_digits, check, healthy
+from ansible_collections.llmforge.cluster.plugins.module_utils import _validators as validators
+from ansible_collections.llmforge.cluster.plugins.module_utils._checks import ascii_digits, healthy
+from ansible_collections.llmforge.cluster.plugins.module_utils._validators import (
+    Task, command as _command, directory as _directory, seconds as _seconds, text as _string, unexpected as _unexpected)
 
 DEFAULT_CONFIG = '/etc/llmforge/nodecheck.json'
 # The label of its metrics among the validators' (llmforge_validator_*{validator="nodecheck"}).
 VALIDATOR = 'nodecheck'
-VALIDATORS = ('gpu_topology', 'rdma_links', 'dcgm')
 CONFIG_KEYS = {'node_name', 'validators', 'timeout', 'drain', 'requeue', 'scontrol', 'squeue', 'textfile_dir', 'state_file'}
-# The settings each validator takes.
-VALIDATOR_KEYS = {'gpu_topology': {'profile', 'expected', 'nvidia_smi'}, 'rdma_links': {'sysfs_root', 'expected'},
-                  'dcgm': {'dcgmi', 'timeout'}}
-# DCGM's level 1 (seconds) is the only diagnostic level a health check runs; its own time limit defaults to this
-# and, like `timeout`, may not exceed 50 s (Slurm kills a HealthCheckProgram after 60 s).
-DCGM_TIMEOUT = 45
-# Where a command given by its bare name is looked for (systemd's PATH order); PATH itself is never used.
-SYSTEM_DIRS = ('/usr/local/sbin', '/usr/local/bin', '/usr/sbin', '/usr/bin', '/sbin', '/bin')
-# An exception's text in a message is cut to this many characters (it may quote a whole input).
-MAX_DETAIL = 300
+# Where a command given by its bare name is looked for; PATH itself is never used.
+SYSTEM_DIRS = validators.SYSTEM_DIRS
 
-
-class ConfigError(Exception):
-    """The expectation file is missing or wrong; the message names the file and the field."""
+ConfigError = validators.SettingsError
 
 
 class SlurmError(Exception):
@@ -69,43 +57,6 @@ class SlurmError(Exception):
 
 class CommandNotFound(Exception):
     """A command given by its bare name is in none of SYSTEM_DIRS."""
-
-
-def _type_name(value: t.Any) -> str:
-    return 'null' if value is None else {dict: 'object', list: 'array', str: 'string', bool: 'boolean'}.get(
-        type(value), 'number' if isinstance(value, (int, float)) else type(value).__name__)
-
-
-def _string(value: t.Any, field: str, what: str = 'a string') -> str:
-    if not isinstance(value, str):
-        raise ConfigError(f'{field} must be {what}, got {_type_name(value)}')
-    if any(ord(char) < 32 for char in value):
-        raise ConfigError(f'{field} must be {what} without control characters, got {value!r}')
-    return value
-
-
-def _command(value: t.Any, field: str) -> str:
-    """A command: a bare name (looked up in SYSTEM_DIRS when run) or an absolute path."""
-    text = _string(value, field, 'a command name or an absolute path')
-    if '/' in text and not os.path.isabs(text):
-        raise ConfigError(f'{field} must be a command name (looked up in {", ".join(SYSTEM_DIRS)}) or an absolute '
-                          f'path, got the relative path {text!r}')
-    return text
-
-
-def _directory(value: t.Any, field: str) -> str:
-    """An absolute path, or '' (none)."""
-    text = _string(value, field, 'an absolute path or empty')
-    if text and not os.path.isabs(text):
-        raise ConfigError(f'{field} must be an absolute path or empty, got {text!r}')
-    return text
-
-
-def _seconds(value: t.Any, field: str) -> float:
-    """A time limit within Slurm's 60 s for a HealthCheckProgram."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 50:
-        raise ConfigError(f'{field} must be a number of seconds in (0, 50], got {value!r}')
-    return value
 
 
 def resolve_command(command: str) -> str:
@@ -117,11 +68,6 @@ def resolve_command(command: str) -> str:
         if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return candidate
     raise CommandNotFound(f'{command} not found in {", ".join(SYSTEM_DIRS)} (give its absolute path in the expectation file)')
-
-
-def _unexpected(err: BaseException) -> str:
-    text = str(err).strip() or 'no message'
-    return f'{type(err).__name__}: {text[:MAX_DETAIL] + "..." if len(text) > MAX_DETAIL else text}'
 
 
 def load_config(path: str) -> dict[str, t.Any]:
@@ -141,6 +87,20 @@ def load_config(path: str) -> dict[str, t.Any]:
         raise ConfigError(f'{path}: unexpected {_unexpected(err)}') from None
 
 
+def check_validators(given: t.Any) -> dict[str, dict[str, t.Any]]:
+    """`{name: settings}` of the validators to run, each checked against its schema and prepared, registry order."""
+    known = validators.in_stage('health_check')
+    if not isinstance(given, dict) or set(given) - set(known):
+        raise ConfigError(f'validators must be an object with keys among {", ".join(known)}')
+    checked = {name: validator.checked_settings(given[name]) for name, validator in known.items() if name in given}
+    try:
+        return {name: known[name].prepare(settings) for name, settings in checked.items()}
+    except tuple(error for validator in known.values() for error in validator.errors) as err:
+        raise ConfigError(f'validators: {err}') from None
+    except Exception as err:  # pylint: disable=broad-except  # an expectation the checks choke on
+        raise ConfigError(f'validators: unexpected {_unexpected(err)}') from None
+
+
 def check_config(data: t.Any) -> dict[str, t.Any]:
     """The parsed expectation with its defaults, every field type-checked; ConfigError names the field."""
     if not isinstance(data, dict):
@@ -153,43 +113,7 @@ def check_config(data: t.Any) -> dict[str, t.Any]:
     config.update(data)
     _string(config['node_name'], 'node_name')
     _seconds(config['timeout'], 'timeout')
-    validators = config['validators']
-    if not isinstance(validators, dict) or set(validators) - set(VALIDATORS):
-        raise ConfigError(f'validators must be an object with keys among {", ".join(VALIDATORS)}')
-    for name, settings in validators.items():
-        if not isinstance(settings, dict):
-            raise ConfigError(f'validators.{name} must be an object, got {_type_name(settings)}')
-        unknown = sorted(set(settings) - VALIDATOR_KEYS[name])
-        if unknown:
-            raise ConfigError(f'validators.{name}: unknown field(s) {", ".join(unknown)}; '
-                              f'known: {", ".join(sorted(VALIDATOR_KEYS[name]))}')
-        if not isinstance(settings.get('expected', {}), dict):
-            raise ConfigError(f'validators.{name}.expected must be an object, got {_type_name(settings["expected"])}')
-    if 'gpu_topology' in validators:
-        settings = validators['gpu_topology']
-        if settings.get('profile') is not None:
-            _string(settings['profile'], 'validators.gpu_topology.profile', 'a profile name or null')
-        if settings.get('nvidia_smi'):
-            _command(settings['nvidia_smi'], 'validators.gpu_topology.nvidia_smi')
-        elif settings.get('nvidia_smi') not in (None, ''):
-            raise ConfigError(f'validators.gpu_topology.nvidia_smi must be a command name or an absolute path, '
-                              f'got {_type_name(settings["nvidia_smi"])}')
-    if 'dcgm' in validators:
-        settings = validators['dcgm']
-        _command(settings.get('dcgmi', 'dcgmi'), 'validators.dcgm.dcgmi')
-        settings['timeout'] = _seconds(settings.get('timeout', DCGM_TIMEOUT), 'validators.dcgm.timeout')
-    if 'rdma_links' in validators and validators['rdma_links'].get('sysfs_root') is not None:
-        _directory(validators['rdma_links']['sysfs_root'], 'validators.rdma_links.sysfs_root')
-    try:
-        if 'gpu_topology' in validators:
-            settings = validators['gpu_topology']
-            config['gpu_want'] = gpu.resolve_expectation(settings.get('profile') or None, settings.get('expected') or {})
-        if 'rdma_links' in validators:
-            rdma.resolve_expectation(validators['rdma_links'].get('expected') or {})
-    except (gpu.GpuTopologyError, rdma.RdmaLinksError) as err:
-        raise ConfigError(f'validators: {err}') from None
-    except Exception as err:  # pylint: disable=broad-except  # an expectation the checks choke on
-        raise ConfigError(f'validators: unexpected {_unexpected(err)}') from None
+    config['validators'] = check_validators(config['validators'])
     for key in ('drain', 'requeue'):
         if not isinstance(config[key], bool):
             raise ConfigError(f'{key} must be true or false')
@@ -200,131 +124,17 @@ def check_config(data: t.Any) -> dict[str, t.Any]:
     return config
 
 
-class Task:
-    """A function run in a daemon thread; result() waits at most until a deadline."""
-
-    def __init__(self, func: t.Callable[[], t.Any]) -> None:
-        self._func = func
-        self._value: t.Any = None
-        self._error: t.Optional[BaseException] = None
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self._value = self._func()
-        except BaseException as err:  # pylint: disable=broad-except  # handed to the waiting thread
-            self._error = err
-
-    def result(self, deadline: float) -> t.Any:
-        """The function's value; TimeoutError when it is still running at the deadline (monotonic clock)."""
-        self._thread.join(max(0.0, deadline - time.monotonic()))
-        if self._thread.is_alive():
-            raise TimeoutError
-        if self._error is not None:
-            raise self._error
-        return self._value
-
-
-def _timeout_check(what: str, timeout: float, message: str) -> dict[str, t.Any]:
-    return check('timeout', FAIL, what, f'<= {timeout:g}s', f'> {timeout:g}s', message)
-
-
-def _last_path(err: BaseException) -> t.Optional[str]:
-    """The `path` the innermost frame of the traceback that had one was handling (the file being read), if any."""
-    found = None
-    trace = err.__traceback__
-    while trace is not None:
-        value = trace.tb_frame.f_locals.get('path')
-        if isinstance(value, str):
-            found = value
-        trace = trace.tb_next
-    return found
-
-
-def error_check(what: str, err: BaseException) -> dict[str, t.Any]:
-    """The failing `run` check of a validator that raised on input it could not handle; the node drains with
-    `llmforge: nodecheck error <what>: <exception type>` (see _slurm_drain)."""
-    path = _last_path(err)
-    where = f'{what} ({path!r})' if path and path not in what else what
-    message = f'nodecheck error while reading {where}: unexpected {_unexpected(err)}'
-    return check('run', FAIL, 'node', None, f'{drain.ERROR_REASON} {what}: {type(err).__name__}', message)
-
-
-def _installed(command: str, name: str, package: str, checks: list[dict[str, t.Any]]) -> str:
-    """The command's absolute path; '' and a failing `run` check of `name` when it is in none of SYSTEM_DIRS."""
+def _installed(command: str, package: str) -> str:
+    """The command's absolute path; validators.Missing saying what to install when it is in none of SYSTEM_DIRS."""
     try:
         return resolve_command(command)
     except CommandNotFound:
-        message = f'{command} not found: is {package} installed? (looked in {", ".join(SYSTEM_DIRS)})'
-        checks.append(check('run', FAIL, name, None, message, message))
-        return ''
+        raise validators.Missing(f'{command} not found: is {package} installed? (looked in {", ".join(SYSTEM_DIRS)})') from None
 
 
 def run_validators(config: dict[str, t.Any]) -> list[dict[str, t.Any]]:
-    """The checks of every configured validator; a validator that cannot run gives one failing check."""
-    timeout = float(config['timeout'])
-    validators = config['validators']
-    # Each task with its own time limit; all run at once, so the check takes as long as the slowest.
-    tasks: dict[str, tuple[Task, float]] = {}
-    checks: list[dict[str, t.Any]] = []
-    if 'gpu_topology' in validators:
-        smi = _installed(validators['gpu_topology'].get('nvidia_smi') or 'nvidia-smi', 'nvidia-smi',
-                         'the NVIDIA driver', checks)
-        if smi:
-            tasks['nvidia-smi -q -x'] = (Task(lambda: gpu.run_command([smi, '-q', '-x'], timeout)), timeout)
-            tasks['nvidia-smi topo -m'] = (Task(lambda: gpu.run_command([smi, 'topo', '-m'], timeout)), timeout)
-    if 'rdma_links' in validators:
-        settings = validators['rdma_links']
-        sysfs_root = settings.get('sysfs_root') or '/sys'
-        tasks[f'sysfs {sysfs_root}'] = (Task(lambda: rdma.evaluate(sysfs_root, settings.get('expected') or {})),
-                                        timeout)
-    if 'dcgm' in validators:
-        dcgm_timeout = float(validators['dcgm'].get('timeout', DCGM_TIMEOUT))
-        dcgmi = _installed(validators['dcgm'].get('dcgmi') or 'dcgmi', 'dcgmi', 'DCGM (datacenter-gpu-manager)', checks)
-        if dcgmi:
-            tasks['dcgmi diag -r 1'] = (Task(lambda: dcgm.run_diag(dcgmi, 1, dcgm_timeout)), dcgm_timeout)
-    started = time.monotonic()
-    outputs: dict[str, t.Any] = {}
-    for what, (task, limit) in tasks.items():
-        # The checks name the validator (rdma_links), as before; errors name what was read.
-        subject = 'rdma_links' if what.startswith('sysfs ') else what
-        try:
-            # A little more than the command's own time limit, which fires first and names the command.
-            outputs[what] = task.result(started + limit + 1.0)
-        except TimeoutError:
-            if what.startswith('dcgmi '):
-                checks.append(dcgm.as_check(dcgm.hang_result(1, limit)))
-            else:
-                checks.append(_timeout_check(subject, limit, f'{subject} did not finish within {limit:g} s'))
-        except gpu.CommandTimeout:
-            checks.append(_timeout_check(subject, limit, f'{subject} did not finish within {limit:g} s'))
-        except (gpu.GpuTopologyError, rdma.RdmaLinksError, dcgm.DcgmDiagError, OSError) as err:
-            checks.append(check('run', FAIL, subject.split()[0], None, str(err), str(err)))
-        except Exception as err:  # pylint: disable=broad-except  # any other failure is this validator's
-            checks.append(error_check(what, err))
-    if 'nvidia-smi -q -x' in outputs and 'nvidia-smi topo -m' in outputs:
-        what = 'nvidia-smi -q -x'
-        try:
-            facts = gpu.parse_smi_xml(outputs[what])
-            what = 'nvidia-smi topo -m'
-            topo = gpu.parse_topo_matrix(outputs[what])
-            what = 'nvidia-smi -q -x and topo -m'
-            checks.extend(gpu.judge(facts, topo, config['gpu_want']))
-        except gpu.GpuTopologyError as err:
-            checks.append(check('run', FAIL, 'nvidia-smi', None, str(err), str(err)))
-        except Exception as err:  # pylint: disable=broad-except
-            checks.append(error_check(what, err))
-    for what, output in outputs.items():
-        if what.startswith('sysfs '):
-            try:
-                checks.extend(output['checks'])
-            except Exception as err:  # pylint: disable=broad-except
-                checks.append(error_check(what, err))
-        elif what.startswith('dcgmi '):
-            checks.append(dcgm.as_check(output))
-    # Failures first, as in the report, so the drain reason names the first failing check.
-    return sorted(checks, key=lambda item: item['status'] != FAIL)
+    """The checks of every configured validator, failures first; a validator that cannot run gives a failing check."""
+    return validators.run(config['validators'], float(config['timeout']), _installed)
 
 
 def _scontrol(argv: list[str], timeout: float) -> str:
@@ -397,7 +207,7 @@ def run(config: dict[str, t.Any], node_name: str, use_slurm: bool, dry_run: bool
     result: dict[str, t.Any] = {
         'node': node_name,
         'healthy': healthy(checks),
-        'reason': drain.drain_reason(checks),
+        'reason': validators.drain_reason(checks),
         'checks': checks,
         'slurm': None,
         'slurm_error': None,

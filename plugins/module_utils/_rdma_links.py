@@ -12,6 +12,7 @@ import os
 import re
 import typing as t
 
+from ansible_collections.llmforge.cluster.plugins.module_utils import _validators as validators
 from ansible_collections.llmforge.cluster.plugins.module_utils._checks import (
     FAIL, PASS, SKIP, WARN, check, failure_summary as _failure_summary, finite, healthy, per_subject, skip)
 
@@ -386,3 +387,29 @@ def evaluate(sysfs_root: str, expected: t.Optional[t.Mapping[str, t.Any]]) -> di
 
 def failure_summary(checks: list[dict[str, t.Any]]) -> str:
     return _failure_summary(checks, 'RDMA')
+
+
+# --- as a node validator (_validators.py) ----------------------------------------------------------
+
+def _collect(settings: t.Mapping[str, t.Any], timeout: float) -> list[validators.Reading]:
+    root = settings['sysfs_root']
+    return [validators.Reading(f'sysfs {root}', lambda: evaluate(root, settings['expected']), timeout, 'rdma_links')]
+
+
+def _judge(outputs: t.Mapping[str, t.Any], settings: t.Mapping[str, t.Any], current: t.Any) -> list[dict[str, t.Any]]:
+    (result,) = outputs.values()
+    return list(result['checks'])
+
+
+def _prepare(settings: dict[str, t.Any]) -> dict[str, t.Any]:
+    resolve_expectation(settings['expected'])
+    return settings
+
+
+VALIDATOR = validators.Validator(
+    name='rdma_links', title='InfiniBand/RoCE ports from sysfs: state, rate, MTU, error counters, HCA count',
+    settings=(
+        validators.Setting('sysfs_root', 'directory', '/sys', 'Where sysfs is mounted.', nullable=True),
+        validators.Setting('expected', 'object', {}, 'The expectation, as the rdma_links module takes it.'),
+    ),
+    collect=_collect, judge=_judge, prepare=_prepare, errors=(RdmaLinksError,), module='rdma_links')

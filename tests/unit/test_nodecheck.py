@@ -20,6 +20,7 @@ import time
 import pytest
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import _nodecheck as nc
+from ansible_collections.llmforge.cluster.plugins.module_utils import _rdma_links as rdma
 from ansible_collections.llmforge.cluster.plugins.module_utils import _slurm_drain as drain
 
 TESTS = pathlib.Path(__file__).resolve().parents[1]
@@ -281,7 +282,7 @@ def test_hung_nvidia_smi_is_reported_as_a_timeout_within_the_limit(node, monkeyp
 def test_stuck_validator_thread_is_cut_at_the_deadline(node, monkeypatch):
     def stuck(*_args):
         time.sleep(30)
-    monkeypatch.setattr(nc.rdma, 'evaluate', stuck)
+    monkeypatch.setattr(rdma, 'evaluate', stuck)
     started = time.monotonic()
     result = nc.run(nc.load_config(str(node.root / 'nodecheck.json.in')), 'gpu1', use_slurm=False, dry_run=False)
     assert time.monotonic() - started < 5  # the 3 s timeout and 1 s of grace

@@ -26,6 +26,7 @@ from ansible_collections.llmforge.cluster.plugins.module_utils import _gpu_topol
 from ansible_collections.llmforge.cluster.plugins.module_utils import _nodecheck as nc
 from ansible_collections.llmforge.cluster.plugins.module_utils import _rdma_links as rdma
 from ansible_collections.llmforge.cluster.plugins.module_utils import _slurm_drain as drain
+from ansible_collections.llmforge.cluster.plugins.module_utils import _validators as validators
 from test_nodecheck import GPU, IDLE, RDMA_EXPECTED, SHIM, make_sysfs_trees, node  # noqa: F401  pylint: disable=unused-import
 
 HUGE = '9' * 400
@@ -149,10 +150,10 @@ def test_an_error_drain_is_left_alone_while_failing_and_an_admin_drain_is_never_
 
 
 def test_error_drain_reason_fits_the_rules():
-    item = nc.error_check('nvidia-smi -q -x', OverflowError('x' * 500))
+    item = validators.error_check('nvidia-smi -q -x', OverflowError('x' * 500))
     assert drain.drain_reason([item]) == 'llmforge: nodecheck error nvidia-smi -q -x: OverflowError'
     assert len(item['message']) < 400
-    long = nc.error_check('sysfs /' + 'a' * 200, ValueError('x'))
+    long = validators.error_check('sysfs /' + 'a' * 200, ValueError('x'))
     assert len(drain.drain_reason([long])) == drain.MAX_REASON
     node_line = drain.parse_node('NodeName=gpu1 State=IDLE+DRAIN Reason=llmforge: nodecheck error sysfs /sys: ValueError [root@now]')
     assert drain.drain_action([], node_line)['action'] == 'resume'
