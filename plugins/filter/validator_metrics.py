@@ -9,12 +9,14 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
 
 _prometheus = module_utils('_prometheus')
+_validators = module_utils('_validators')
 
 
 def validator_metrics(results):
-    """The llmforge_validate.prom text of one node's `{validator: result}`."""
+    """The llmforge_validate.prom text of one node's `{validator: result}`, each registered validator's metrics as it
+    defines them (_validators.py)."""
     try:
-        return _prometheus.validators_text(results)
+        return _prometheus.validators_text(results, _validators.families)
     except _prometheus.PrometheusError as err:
         raise AnsibleFilterError(f'validator_metrics: {err}') from err
 

@@ -126,19 +126,25 @@ def _validator_checks(validator: t.Any, result: t.Any) -> list[t.Mapping[str, t.
     return [item for item in checks if 'status' in item]
 
 
-def validators_text(results: t.Mapping[str, t.Any]) -> str:
+FamiliesOf = t.Callable[[str, t.List[t.Mapping[str, t.Any]], bool], t.List[Family]]
+
+
+def validators_text(results: t.Mapping[str, t.Any], families_of: t.Optional[FamiliesOf] = None) -> str:
     """The textfile of one node's ``{validator: result}`` (llmforge_validate.prom), validators in the given order.
 
     A validator is healthy when its result says healthy and not failed; a result without checks (the validator
-    errored or the node was not reached) counts as one failing ``run`` check of the node.
+    errored or the node was not reached) counts as one failing ``run`` check of the node. `families_of(validator,
+    checks, healthy)` gives a validator's families (the registry's, _validators.families); default
+    `validator_families`.
     """
+    families_of = families_of or validator_families
     if not isinstance(results, t.Mapping):
         raise PrometheusError(f'expected a mapping of validator name to result, got {type(results).__name__}')
     families = []
     for validator, result in results.items():
         checks = _validator_checks(validator, result)
         healthy = bool(result.get('healthy', False)) and not result.get('failed', False)
-        families += validator_families(str(validator), checks, healthy)
+        families += families_of(str(validator), checks, healthy)
     if not families:
         families = validator_families('', [], False)
         families = [family._replace(samples=[]) for family in families]

@@ -20,6 +20,7 @@ import re
 import typing as t
 import xml.etree.ElementTree as ET
 
+from ansible_collections.llmforge.cluster.plugins.module_utils import _validators as validators
 from ansible_collections.llmforge.cluster.plugins.module_utils._checks import finite
 
 STATUSES = ('fail', 'warn', 'skip', 'pass')  # also the order checks are listed in: problems first
@@ -38,8 +39,26 @@ _DIGITS = re.compile(r'([0-9]{1,30})')  # ASCII and bounded: int() reads every r
 _CHECK_TEXT_FIELDS = ('name', 'subject', 'message')
 
 
-# The node validators validate.yml runs on every GPU node, and the variables their results are registered in.
-REGISTERED_VALIDATORS = {'gpu_topology': '__validate_gpu_topology', 'rdma_links': '__validate_rdma_links'}
+
+
+class _HardwareResults(t.Mapping[str, str]):
+    """The node validators of the validate role's hardware stage (the registry's, stage `hardware`), each to the
+    variable its result is registered in (`__validate_<name>`); read from the registry at each use."""
+
+    def _names(self) -> dict[str, str]:
+        return {name: f'__validate_{name}' for name in validators.in_stage('hardware')}
+
+    def __getitem__(self, name: str) -> str:
+        return self._names()[name]
+
+    def __iter__(self) -> t.Iterator[str]:
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+
+REGISTERED_VALIDATORS: t.Mapping[str, str] = _HardwareResults()
 # What stands for a node validator whose result is missing: the node was not reached.
 UNREACHABLE = {'unreachable': True, 'msg': 'host unreachable', 'healthy': False}
 
