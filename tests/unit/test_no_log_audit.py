@@ -51,8 +51,6 @@ ALLOWED = {
     '_slurm_common_munge_errors': "the 'error: ' lines of the munge key step's output, which its script writes "
                                   'itself (a failed systemctl, a munge that does not answer); the key goes in on '
                                   'stdin and is never printed',
-    '_sssd_probe_early': "a boolean: whether the bind password snippet's step (no_log) and sssd.conf's step "
-                         'changed nothing',
 }
 
 # Names SECRET_NAME does not match that hold secrets.
