@@ -22,7 +22,7 @@ description:
 options:
   profile:
     description:
-      - Built-in expectation for a known node type: a profile of the GPU catalog,
+      - Built-in expectation for a known node type, a profile of the GPU catalog
         C(plugins/module_utils/_gpu_catalog.py), which documents each profile and the source of its numbers
         (the filter C(llmforge.cluster.gpu_model) returns a profile's record).
       - C(h100-sxm-8), C(h200-sxm-8), C(a100-sxm4-80gb-8), C(b200-sxm-8), C(b300-sxm-8) are 8-GPU HGX boards;

@@ -16,6 +16,7 @@ from ansible_collections.llmforge.cluster.plugins.module_utils import _hardware
 
 REPO = Path(__file__).resolve().parents[2]
 hardware_problems = FilterModule().filters()['hardware_problems']
+hardware_variables = FilterModule().filters()['hardware_variables']
 
 HGX_H200 = {'gpu_type': 'h200', 'gpu_count': 8, 'gpu_profile': 'h200-sxm-8',
             'rdma_expected': {'devices': '^mlx5_[0-7]$', 'hca_count': 8, 'rate_gbps': 400}}
@@ -25,7 +26,10 @@ HGX_H200 = {'gpu_type': 'h200', 'gpu_count': 8, 'gpu_profile': 'h200-sxm-8',
     pytest.param({}, id='nothing-set'),
     pytest.param(HGX_H200, id='hgx-h200'),
     pytest.param({'gpu_type': 'h200', 'gpu_count': 1, 'gpu_profile': 'h200-1'}, id='one-h200'),
-    pytest.param({'gpu_type': 'A100-80GB', 'gpu_count': '8', 'gpu_profile': 'a100-sxm4-80gb-8'}, id='count-as-string'),
+    pytest.param({'gpu_type': 'a100', 'gpu_count': '8', 'gpu_profile': 'a100-sxm4-80gb-8'}, id='count-as-string'),
+    pytest.param({'gpu_profile': 'h200-sxm-8'}, id='profile-alone'),
+    pytest.param({'gpu_profile': 'gb200-nvl72-4', 'gpu_count': 4}, id='untested-profile'),
+    pytest.param({'gpu_type': 'h100', 'gpu_count': 8}, id='type-and-count-without-profile'),
     pytest.param({'gpu_type': 'h100', 'gpu_count': 4, 'gpu_profile': 'h100-sxm-8', 'gpu_expected': {'gpu_count': 4}},
                  id='count-overridden-by-gpu-expected'),
     pytest.param({'gpu_count': 0}, id='cpu-node'),
@@ -46,7 +50,7 @@ def test_good_descriptions_pass(values):
     pytest.param({'gpu_count': 'eight'}, "host 'gpu001': gpu_count must be a whole number", id='word-count'),
     pytest.param({'gpu_count': True}, "host 'gpu001': gpu_count must be a whole number", id='bool-count'),
     pytest.param({'gpu_type': 'h200 sxm'}, "host 'gpu001': gpu_type 'h200 sxm' may hold only", id='type-with-space'),
-    pytest.param({'gpu_profile': 'h300-sxm-8'}, "host 'gpu001': gpu_profile 'h300-sxm-8' is not a gpu_topology profile",
+    pytest.param({'gpu_profile': 'h300-sxm-8'}, "host 'gpu001': gpu_profile 'h300-sxm-8' is not a profile of the GPU catalog",
                  id='unknown-profile'),
     pytest.param({'gpu_expected': {'gpus': 8}}, "host 'gpu001': gpu_expected: unknown key 'expected.gpus'",
                  id='unknown-gpu-expectation'),
@@ -61,7 +65,10 @@ def test_good_descriptions_pass(values):
                  id='address-with-port'),
     pytest.param({'monitoring_address': ''}, "host 'gpu001': monitoring_address must be", id='address-empty'),
     pytest.param({'gpu_type': 'h100', 'gpu_profile': 'h200-sxm-8'},
-                 "host 'gpu001': gpu_profile h200-sxm-8 describes h200 GPUs, but gpu_type is 'h100'", id='type-mismatch'),
+                 "host 'gpu001': gpu_type is 'h100', but gpu_profile h200-sxm-8 has GRES type 'h200'", id='type-mismatch'),
+    pytest.param({'gpu_type': 'H200', 'gpu_profile': 'h200-sxm-8'},
+                 "host 'gpu001': gpu_type is 'H200', but gpu_profile h200-sxm-8 has GRES type 'h200'",
+                 id='type-in-other-case'),
     pytest.param({'gpu_count': 4, 'gpu_profile': 'h200-sxm-8'},
                  "host 'gpu001': gpu_count is 4, but gpu_profile h200-sxm-8 expects 8 GPUs", id='count-mismatch'),
     pytest.param({'gpu_count': 8, 'gpu_profile': 'h200-sxm-8', 'gpu_expected': {'gpu_count': 4}},
@@ -84,16 +91,11 @@ def test_every_problem_is_reported_at_once():
     assert all(problem.startswith("host 'gpu007': ") for problem in found)
 
 
-def test_profile_gpu_type_is_the_name_before_the_first_dash():
-    assert [_hardware.profile_gpu_type(name) for name in sorted(_hardware._gpu_topology.PROFILES)] == [
-        'a100', 'b200', 'h100', 'h200', 'h200']
-
-
 def test_the_filter_names_the_host():
     assert hardware_problems(HGX_H200, 'gpu1') == []
     assert hardware_problems({'gpu_count': 7, 'gpu_profile': 'h200-sxm-8'}, 'gpu2') == [
-        "host 'gpu2': gpu_count is 7, but gpu_profile h200-sxm-8 expects 8 GPUs; the validators would drain a node "
-        "Slurm offers with 7"]
+        "host 'gpu2': gpu_count is 7, but gpu_profile h200-sxm-8 expects 8 GPUs; leave gpu_count unset (it follows "
+        "gpu_profile): the validators would drain a node Slurm offers with 7"]
 
 
 def test_the_filter_refuses_what_is_not_a_mapping():
@@ -101,9 +103,18 @@ def test_the_filter_refuses_what_is_not_a_mapping():
         hardware_problems(['gpu_count'], 'gpu9')
 
 
-def test_common_reads_the_variables_the_checks_know():
-    common_vars = yaml.safe_load((REPO / 'roles' / 'common' / 'vars' / 'main.yml').read_text(encoding='utf-8'))
-    assert tuple(common_vars['_common_hardware_variables']) == _hardware.VARIABLES
+def test_hardware_variables_picks_the_names_the_check_reads():
+    assert hardware_variables(['node_index', 'ansible_facts', 'gpu_profile', 'gpu_profile']) == ['gpu_profile',
+                                                                                               'node_index']
+    assert hardware_variables([]) == []
+    with pytest.raises(AnsibleFilterError, match='expected a list of variable names'):
+        hardware_variables('gpu_profile')
+
+
+def test_common_reads_the_variable_names_from_the_check():
+    common_vars = (REPO / 'roles' / 'common' / 'vars' / 'main.yml').read_text(encoding='utf-8')
+    assert 'llmforge.cluster.hardware_variables' in common_vars
+    assert not any(f'[{name},' in common_vars for name in _hardware.VARIABLES)
 
 
 def _inventory_values(path: Path) -> dict:

@@ -126,7 +126,7 @@ def test_second_converge_changes_nothing(rerun):
     'Skipped in a container (docker): reboot after a driver change; a container cannot reboot its host',
     'NVIDIA driver not loaded (/proc/driver/nvidia/version missing: in a container (docker)): version check skipped.',
     'nvidia-persistenced enabled but not started: the NVIDIA driver is not loaded',
-    'Fabric Manager skipped: this node needs it (NVSwitch system: gpu_count 8, gpu_type h200), but the Debian 13 '
+    'Fabric Manager skipped: this node needs it (NVSwitch system: gpu_profile h200-sxm-8), but the Debian 13 '
     'archive has no Fabric Manager package; it must come from the NVIDIA CUDA repository',
 ], ids=['dkms', 'initramfs', 'modprobe', 'reboot', 'version-check', 'persistenced', 'fabric-manager'])
 def test_converge_says_what_it_skipped_and_why(rerun, message):
@@ -153,7 +153,7 @@ def test_node_without_infiniband_would_drop_the_peermem_boot_load(host):
     ({'gpu_driver_branch': '580'},
      'The package sources of this Debian 13 host offer nvidia-smi 550.163.01-2, not driver branch 580'),
     ({'gpu_driver_kernel_flavor': 'proprietary'},
-     'gpu_type h200 (Hopper or Blackwell) needs the open NVIDIA kernel modules'),
+     'gpu_profile h200-sxm-8 (Hopper, gpu_type h200) needs the open NVIDIA kernel modules'),
     ({'gpu_driver_fabric_manager': True},
      'gpu_driver_fabric_manager is true, but the Debian 13 archive has no Fabric Manager package'),
     ({'gpu_driver_dcgm': True, 'gpu_driver_container_toolkit': True},
