@@ -77,7 +77,7 @@ ROLE_CASES = [
         name='gpu_driver',
         entry_points=frozenset({'main', 'sources'}),
         full_entry_point='main',
-        readme_mentions=frozenset({'llmforge.cluster.gpu_driver', 'serial', 'gpu_count', 'gpu_type'}),
+        readme_mentions=frozenset({'llmforge.cluster.gpu_driver', 'serial', 'gpu_profile'}),
     ),
     RoleCase(
         name='monitoring',
