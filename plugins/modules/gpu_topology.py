@@ -24,10 +24,9 @@ options:
     description:
       - Built-in expectation for a known node type, a profile of the GPU catalog
         C(plugins/module_utils/_gpu_catalog.py), which documents each profile and the source of its numbers
-        (the filter C(llmforge.cluster.gpu_model) returns a profile's record).
-      - C(h100-sxm-8), C(h200-sxm-8), C(a100-sxm4-80gb-8), C(b200-sxm-8), C(b300-sxm-8) are 8-GPU HGX boards;
-        C(gb200-nvl72-4) is a GB200 NVL72 compute tray of 4 GPUs; C(h200-1) is a single H200 on PCIe without
-        NVLink peers. C(b300-sxm-8) and C(gb200-nvl72-4) come from public specifications and are untested.
+        (the filter C(llmforge.cluster.gpu_model) returns a profile's record; C(docs/validate.md) has a table).
+      - A profile whose catalog record says C(tested) false comes from public specifications and has never run
+        on the hardware.
     type: str
     choices: [a100-sxm4-80gb-8, b200-sxm-8, b300-sxm-8, gb200-nvl72-4, h100-sxm-8, h200-1, h200-sxm-8]
   expected:

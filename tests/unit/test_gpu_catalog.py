@@ -142,8 +142,17 @@ def test_the_gpu_topology_module_offers_exactly_the_catalogs_profiles():
     source = (REPO / 'plugins' / 'modules' / 'gpu_topology.py').read_text(encoding='utf-8')
     documentation = yaml.safe_load(source.split('DOCUMENTATION = r"""', 1)[1].split('"""', 1)[0])
     assert documentation['options']['profile']['choices'] == catalog.profiles()
-    for name in catalog.profiles():
-        assert f'C({name})' in documentation['options']['profile']['description'][1], name
+
+
+def test_the_docs_table_has_a_row_per_profile():
+    section = (REPO / 'docs' / 'validate.md').read_text(encoding='utf-8').split('## GPU profiles', 1)[1].split('\n## ')[0]
+    rows = [line for line in section.splitlines() if line.startswith('| `')]
+    assert [row.split('`')[1] for row in rows] == catalog.profiles()
+    for row in rows:
+        record = catalog.CATALOG[row.split('`')[1]]
+        cells = [cell.strip() for cell in row.strip('|').split('|')]
+        assert (cells[2], cells[3], cells[-1]) == (str(record.gpu_count), f'`{record.gres_type}`',
+                                                   'yes' if record.tested else '**no**'), row
 
 
 def test_inventories_name_only_the_profile():
