@@ -72,9 +72,11 @@ ASSERT_MODULES = frozenset({'assert', 'ansible.builtin.assert', 'ansible.legacy.
 TEMPLATE_MODULES = frozenset({'template', 'ansible.builtin.template', 'ansible.legacy.template'})
 SET_FACT_MODULES = frozenset({'set_fact', 'ansible.builtin.set_fact', 'ansible.legacy.set_fact'})
 # Filters that judge a secret without passing it on.
-# sssd_problems judges the LDAP settings with the bind password among them and never quotes it (tests/unit/test_sssd.py).
+# sssd_problems judges the LDAP settings with the bind password among them and never quotes it (tests/unit/test_sssd.py);
+# config_value_problems names the variable and the character at fault, never the value (tests/unit/test_rendered_values.py).
 JUDGING_FILTERS = frozenset({'llmforge.cluster.secret_problems', 'secret_problems',
-                             'llmforge.cluster.sssd_problems', 'sssd_problems'})
+                             'llmforge.cluster.sssd_problems', 'sssd_problems',
+                             'llmforge.cluster.config_value_problems', 'config_value_problems'})
 
 _JINJA = jinja2.Environment(extensions=['jinja2.ext.do', 'jinja2.ext.loopcontrols'])
 
