@@ -49,3 +49,40 @@ def last_resort(fail: t.Callable[..., t.Any], what: str = '', **result: t.Any) -
     except Exception as err:  # pylint: disable=broad-except  # the point of a last resort
         fail(msg=describe(err, current.what), exception=traceback.format_exc(), **result)
         raise  # fail_json does not return; a `fail` that does must not hide the error
+
+
+def positive(module: t.Any, name: str, **empty: t.Any) -> None:
+    """Fail, naming the option, when the module's `name` option is not a positive number of seconds."""
+    if module.params[name] <= 0:
+        module.fail_json(msg=f'{name} must be a positive number of seconds, got {module.params[name]}', **empty)
+
+
+def run_validator(module: t.Any, work: t.Callable[[Input], t.Mapping[str, t.Any]], errors: t.Tuple[type, ...],
+                  summary: t.Callable[[t.Any], str], what: str = '', **empty: t.Any) -> None:
+    """The main() of a validator module (gpu_topology, rdma_links, nccl_tests, scratch_devices) after its options.
+
+    `work(current)` gives the result (its checks and `healthy`; `current.what` names the input it reads). An error of
+    `errors` (bad input) fails with its message and the `empty` result; with fail_on_mismatch a failing check fails
+    with `summary(checks)` and the whole result; anything else unexpected fails through `last_resort`. Never returns.
+    """
+    with last_resort(module.fail_json, what, **empty) as current:
+        try:
+            result = work(current)
+        except errors as err:
+            module.fail_json(msg=str(err), **empty)
+        if module.params['fail_on_mismatch'] and not result['healthy']:
+            module.fail_json(msg=summary(result['checks']), changed=False, **result)
+    module.exit_json(changed=False, **result)
+
+
+def read_output(path: str, parse: t.Callable[[str], t.Any], error: t.Type[Exception], option: str) -> t.Any:
+    """`parse` of a saved output file; `error` naming the option and the file when it cannot be read or parsed."""
+    try:
+        with open(path, encoding='utf-8', errors='replace') as handle:
+            text = handle.read()
+    except OSError as err:
+        raise error(f'cannot read {option} {path}: {err.strerror}') from None
+    try:
+        return parse(text)
+    except error as err:
+        raise error(f'{path}: {err}') from None

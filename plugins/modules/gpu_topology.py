@@ -231,24 +231,20 @@ def main():
     )
     params = module.params
     empty = dict(gpus=[], topology={}, nics={}, driver_version=None, cuda_version=None, checks=[], healthy=False)
-    if params['timeout'] <= 0:
-        module.fail_json(msg=f"timeout must be a positive number of seconds, got {params['timeout']}", **empty)
+    errors.positive(module, 'timeout', **empty)
     nvidia_smi = params['nvidia_smi_path']
     if '/' not in nvidia_smi:
         nvidia_smi = module.get_bin_path(nvidia_smi, opt_dirs=['/usr/bin', '/usr/local/bin']) or nvidia_smi
-    with errors.last_resort(module.fail_json, **empty) as handling:
-        try:
-            handling.what = f"profile {params['profile']!r} and expected {params['expected']!r}"
-            want = gpu.resolve_expectation(params['profile'], params['expected'])
-            handling.what = f"the output of '{nvidia_smi} -q -x' and '{nvidia_smi} topo -m'"
-            facts, topo = gpu.gather(nvidia_smi, params['timeout'])
-        except gpu.GpuTopologyError as err:
-            module.fail_json(msg=str(err), **empty)
-        handling.what = f"the GPU facts against profile {params['profile']!r} and expected {params['expected']!r}"
-        result = gpu.evaluate(facts, topo, want)
-        if params['fail_on_mismatch'] and not result['healthy']:
-            module.fail_json(msg=gpu.failure_summary(result['checks']), changed=False, **result)
-    module.exit_json(changed=False, **result)
+
+    def work(current):
+        current.what = f"profile {params['profile']!r} and expected {params['expected']!r}"
+        want = gpu.resolve_expectation(params['profile'], params['expected'])
+        current.what = f"the output of '{nvidia_smi} -q -x' and '{nvidia_smi} topo -m'"
+        facts, topo = gpu.gather(nvidia_smi, params['timeout'])
+        current.what = f"the GPU facts against profile {params['profile']!r} and expected {params['expected']!r}"
+        return gpu.evaluate(facts, topo, want)
+
+    errors.run_validator(module, work, (gpu.GpuTopologyError,), gpu.failure_summary, **empty)
 
 
 if __name__ == '__main__':

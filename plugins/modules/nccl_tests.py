@@ -219,34 +219,21 @@ def main():
     )
     params = module.params
     empty = dict(checks=[], healthy=False)
-    if params['timeout'] <= 0:
-        module.fail_json(msg=f"timeout must be a positive number of seconds, got {params['timeout']}", **empty)
+    errors.positive(module, 'timeout', **empty)
     if params['plateau_min_bytes'] < 0:
         module.fail_json(msg=f"plateau_min_bytes must not be negative, got {params['plateau_min_bytes']}", **empty)
     source = f"the output of {' '.join(params['command'])!r}" if params['command'] is not None else f"output_file {params['output_file']}"
-    with errors.last_resort(module.fail_json, source, **empty):
-        try:
-            if params['command'] is not None:
-                if not params['command']:
-                    raise nccl.NcclTestsError('command is empty: give the program and its arguments')
-                result = nccl.run_and_judge(params['command'], params['timeout'], params['min_busbw_gbps'],
-                                            params['plateau_min_bytes'])
-            else:
-                try:
-                    with open(params['output_file'], encoding='utf-8', errors='replace') as handle:
-                        text = handle.read()
-                except OSError as err:
-                    raise nccl.NcclTestsError(f"cannot read output_file {params['output_file']}: {err.strerror}") from None
-                try:
-                    facts = nccl.parse_output(text)
-                except nccl.NcclTestsError as err:
-                    raise nccl.NcclTestsError(f"{params['output_file']}: {err}") from None
-                result = nccl.evaluate(facts, params['min_busbw_gbps'], params['plateau_min_bytes'])
-        except nccl.NcclTestsError as err:
-            module.fail_json(msg=str(err), **empty)
-        if params['fail_on_mismatch'] and not result['healthy']:
-            module.fail_json(msg=nccl.failure_summary(result['checks']), changed=False, **result)
-    module.exit_json(changed=False, **result)
+
+    def work(current):
+        if params['command'] is not None:
+            if not params['command']:
+                raise nccl.NcclTestsError('command is empty: give the program and its arguments')
+            return nccl.run_and_judge(params['command'], params['timeout'], params['min_busbw_gbps'],
+                                      params['plateau_min_bytes'])
+        facts = errors.read_output(params['output_file'], nccl.parse_output, nccl.NcclTestsError, 'output_file')
+        return nccl.evaluate(facts, params['min_busbw_gbps'], params['plateau_min_bytes'])
+
+    errors.run_validator(module, work, (nccl.NcclTestsError,), nccl.failure_summary, source, **empty)
 
 
 if __name__ == '__main__':

@@ -190,14 +190,8 @@ def main():
     )
     empty = dict(ports=[], checks=[], healthy=False)
     what = f"sysfs under {module.params['sysfs_root']} against expected {module.params['expected']!r}"
-    with errors.last_resort(module.fail_json, what, **empty):
-        try:
-            result = rdma.evaluate(module.params['sysfs_root'], module.params['expected'])
-        except rdma.RdmaLinksError as err:
-            module.fail_json(msg=str(err), **empty)
-        if module.params['fail_on_mismatch'] and not result['healthy']:
-            module.fail_json(msg=rdma.failure_summary(result['checks']), changed=False, **result)
-    module.exit_json(changed=False, **result)
+    errors.run_validator(module, lambda current: rdma.evaluate(module.params['sysfs_root'], module.params['expected']),
+                         (rdma.RdmaLinksError,), rdma.failure_summary, what, **empty)
 
 
 if __name__ == '__main__':

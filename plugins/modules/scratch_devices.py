@@ -244,8 +244,7 @@ def main():
     )
     params = module.params
     empty = dict(devices=[], rejected=[], os_disks=[], scratch={}, checks=[], healthy=False)
-    if params['timeout'] <= 0:
-        module.fail_json(msg=f"timeout must be a positive number of seconds, got {params['timeout']}", **empty)
+    errors.positive(module, 'timeout', **empty)
     try:
         min_size = human_to_bytes(params['min_size'])
     except ValueError as err:
@@ -255,20 +254,17 @@ def main():
     if '/' not in lsblk:
         lsblk = module.get_bin_path(lsblk, opt_dirs=['/usr/bin', '/bin', '/usr/sbin', '/sbin']) or lsblk
     what = f"the output of '{lsblk}', {params['proc_root']} and {', '.join(params['mdadm_conf_path'])}"
-    with errors.last_resort(module.fail_json, what, **empty):
+
+    def work(current):
         requested = [os.path.realpath(path) for path in params['devices']]
-        try:
-            roots, sources, uuids = sd.gather(lsblk, params['timeout'], params['proc_root'], params['mdadm_conf_path'],
-                                              params['name'])
-            result = sd.select(roots, requested=requested, model_regex=params['model_regex'], min_size=min_size,
-                               transports=params['transports'], name=params['name'], fstype=params['fstype'],
-                               mount_point=params['mount_point'], force=params['force'], sources=sources,
-                               scratch_uuids=uuids)
-        except sd.ScratchDevicesError as err:
-            module.fail_json(msg=str(err), **empty)
-        if params['fail_on_mismatch'] and not result['healthy']:
-            module.fail_json(msg=sd.failure_summary(result['checks']), changed=False, **result)
-    module.exit_json(changed=False, **result)
+        roots, sources, uuids = sd.gather(lsblk, params['timeout'], params['proc_root'], params['mdadm_conf_path'],
+                                          params['name'])
+        return sd.select(roots, requested=requested, model_regex=params['model_regex'], min_size=min_size,
+                         transports=params['transports'], name=params['name'], fstype=params['fstype'],
+                         mount_point=params['mount_point'], force=params['force'], sources=sources,
+                         scratch_uuids=uuids)
+
+    errors.run_validator(module, work, (sd.ScratchDevicesError,), sd.failure_summary, what, **empty)
 
 
 if __name__ == '__main__':

@@ -224,15 +224,7 @@ from ansible_collections.llmforge.cluster.plugins.module_utils import _module_er
 
 def _read_saved(path, profiles):
     """The figures of a saved fio output: {profile: figures}."""
-    try:
-        with open(path, encoding='utf-8', errors='replace') as handle:
-            text = handle.read()
-    except OSError as err:
-        raise fio.FioError(f'cannot read output {path}: {err.strerror}') from None
-    try:
-        parsed = fio.parse_output(text)
-    except fio.FioError as err:
-        raise fio.FioError(f'{path}: {err}') from None
+    parsed = errors.read_output(path, fio.parse_output, fio.FioError, 'output')
     profile = fio.profile_in(parsed)
     if profile is None:
         if len(profiles) != 1:
