@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import os
 import threading
 import time
@@ -239,6 +240,19 @@ def families(validator: str, checks: t.Iterable[t.Mapping[str, t.Any]], healthy:
     if found is None:
         return prometheus.validator_families(validator, checks, healthy)
     return found.families(checks, healthy)
+
+
+def markdown_table() -> str:
+    """docs/validate.md's table of the node validators, one row each from the registry."""
+    stage_names = {'health_check': 'llmforge-nodecheck', 'hardware': 'validate hardware stage'}
+    rows = ['| validator | what it proves | runs in | settings in the health check | module |', '|---|---|---|---|---|']
+    for validator in registry().values():
+        settings = '; '.join(f'`{setting.name}` ({KINDS[setting.kind][1]}, default `{json.dumps(setting.default)}`)'
+                             for setting in validator.settings)
+        stages = ', '.join(stage_names[stage] for stage in validator.stages)
+        module = f'`llmforge.cluster.{validator.module}`' if validator.module else 'none'
+        rows.append(f'| `{validator.name}` | {validator.title} | {stages} | {settings} | {module} |')
+    return '\n'.join(rows) + '\n'
 
 
 def drain_reason(checks: t.Iterable[t.Mapping[str, t.Any]]) -> str:

@@ -10,6 +10,7 @@ besides its own module_utils file, its thin module, its line in `_validators.reg
 from __future__ import annotations
 
 import json
+import pathlib
 import time
 import typing as t
 
@@ -166,3 +167,9 @@ def test_the_report_and_the_metrics_take_a_registered_validators_results(toy):
     text = metrics_filter.validator_metrics({'toy': toy_result})
     assert 'llmforge_validator_healthy{validator="toy"} 0' in text
     assert 'llmforge_validator_check_failed{validator="toy",check="oops",subject="node"} 1' in text
+
+
+def test_the_docs_table_is_the_registry():
+    docs = pathlib.Path(__file__).resolve().parents[2] / 'docs' / 'validate.md'
+    assert validators.markdown_table() in docs.read_text(encoding='utf-8'), \
+        'docs/validate.md: paste _validators.markdown_table() under "Node validators"'
