@@ -22,8 +22,8 @@ PROGRAMS = sorted(LAUNCHERS)
 
 def test_each_program_gets_its_imports_and_nothing_else():
     assert np.closure(MODULE_UTILS_DIR, '_nodecheck') == [
-        '_checks.py', '_dcgm_diag.py', '_files.py', '_gpu_catalog.py', '_gpu_topology.py', '_nodecheck.py', '_proc.py',
-        '_prometheus.py', '_rdma_links.py', '_slurm_drain.py']
+        '_checks.py', '_dcgm_diag.py', '_files.py', '_gpu_catalog.py', '_gpu_topology.py', '_module_errors.py',
+        '_nodecheck.py', '_proc.py', '_prometheus.py', '_rdma_links.py', '_slurm_drain.py', '_validators.py']
     assert np.closure(MODULE_UTILS_DIR, '_slurm_metrics') == [
         '_checks.py', '_files.py', '_proc.py', '_prometheus.py', '_slurm_metrics.py']
     assert np.closure(MODULE_UTILS_DIR, '_checkpoint_prune') == ['_checkpoint_prune.py']
