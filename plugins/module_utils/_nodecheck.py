@@ -93,12 +93,15 @@ def check_validators(given: t.Any) -> dict[str, dict[str, t.Any]]:
     if not isinstance(given, dict) or set(given) - set(known):
         raise ConfigError(f'validators must be an object with keys among {", ".join(known)}')
     checked = {name: validator.checked_settings(given[name]) for name, validator in known.items() if name in given}
-    try:
-        return {name: known[name].prepare(settings) for name, settings in checked.items()}
-    except tuple(error for validator in known.values() for error in validator.errors) as err:
-        raise ConfigError(f'validators: {err}') from None
-    except Exception as err:  # pylint: disable=broad-except  # an expectation the checks choke on
-        raise ConfigError(f'validators: unexpected {_unexpected(err)}') from None
+    prepared = {}
+    for name, settings in checked.items():
+        try:
+            prepared[name] = known[name].prepare(settings)
+        except Exception as err:  # pylint: disable=broad-except  # an expectation the checks choke on
+            if isinstance(err, known[name].errors):
+                raise ConfigError(f'validators: {err}') from None
+            raise ConfigError(f'validators: unexpected {_unexpected(err)}') from None
+    return prepared
 
 
 def check_config(data: t.Any) -> dict[str, t.Any]:

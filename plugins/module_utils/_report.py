@@ -39,8 +39,6 @@ _DIGITS = re.compile(r'([0-9]{1,30})')  # ASCII and bounded: int() reads every r
 _CHECK_TEXT_FIELDS = ('name', 'subject', 'message')
 
 
-
-
 class _HardwareResults(t.Mapping[str, str]):
     """The node validators of the validate role's hardware stage (the registry's, stage `hardware`), each to the
     variable its result is registered in (`__validate_<name>`); read from the registry at each use."""

@@ -332,8 +332,8 @@ def run(configured: t.Mapping[str, t.Mapping[str, t.Any]], timeout: float,
     """
     validators = registry()
     chosen = [(validators[name], dict(settings)) for name, settings in configured.items()]
-    errors = tuple({error for validator, _ in chosen for error in validator.errors}) + (OSError,)
-    timeouts = tuple({error for validator, _ in chosen for error in validator.timeouts})
+    errors: t.Tuple[t.Type[BaseException], ...] = (OSError, *{error for validator, _settings in chosen for error in validator.errors})
+    timeouts = tuple({error for validator, _settings in chosen for error in validator.timeouts})
     checks: list[dict[str, t.Any]] = []
     started: list[tuple[Validator, dict[str, t.Any], list[tuple[Reading, Task]]]] = []
     for validator, settings in chosen:
@@ -358,12 +358,13 @@ def run(configured: t.Mapping[str, t.Mapping[str, t.Any]], timeout: float,
                 outputs[-1][reading.what] = task.result(begun + reading.limit + 1.0)
             except TimeoutError:
                 checks.append(validator.timed_out(reading))
-            except timeouts:
-                checks.append(timeout_check(reading.subject, reading.limit))
-            except errors as err:
-                checks.append(_run_check(reading.subject, err))
-            except Exception as err:  # pylint: disable=broad-except  # any other failure is this validator's
-                checks.append(error_check(reading.what, err))
+            except Exception as err:  # pylint: disable=broad-except  # any failure of a reading is its validator's
+                if isinstance(err, timeouts):
+                    checks.append(timeout_check(reading.subject, reading.limit))
+                elif isinstance(err, errors):
+                    checks.append(_run_check(reading.subject, err))
+                else:
+                    checks.append(error_check(reading.what, err))
     for (validator, settings, tasks), output in zip(started, outputs):
         if len(output) < len(tasks) or not tasks:
             continue
