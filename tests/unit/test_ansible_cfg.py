@@ -8,7 +8,7 @@ import configparser
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-# The settings README's "Speed and scale" measures; a site without them runs slower than the figures say.
+# The settings docs/scale.md describes; a site without them runs slower than bench/RESULTS.md says.
 SPEED = {
     ('defaults', 'forks'): '50',
     ('defaults', 'gathering'): 'smart',
