@@ -104,8 +104,8 @@ def test_the_filter_refuses_what_is_not_a_mapping():
 
 
 def test_hardware_variables_picks_the_names_the_check_reads():
-    assert hardware_variables(['node_index', 'ansible_facts', 'gpu_profile', 'gpu_profile']) == ['gpu_profile',
-                                                                                               'node_index']
+    names = ['node_index', 'ansible_facts', 'gpu_profile', 'gpu_profile']
+    assert hardware_variables(names) == ['gpu_profile', 'node_index']
     assert hardware_variables([]) == []
     with pytest.raises(AnsibleFilterError, match='expected a list of variable names'):
         hardware_variables('gpu_profile')
