@@ -142,7 +142,7 @@ def test_node_without_infiniband_would_drop_the_peermem_boot_load(host):
     """Check mode against an empty sysfs tree: exactly the modules-load file would go, nothing else."""
     result = converge('--check', '--diff', '-e', 'gpu_driver_sysfs_root=/srv/no-such-sysfs')
     assert changed(result) == 1
-    task = 'Blacklist nouveau and load nvidia-peermem at boot where there is InfiniBand'
+    task = "Remove nvidia-peermem's boot load where there is no InfiniBand"
     assert re.search(rf'TASK \[llmforge\.cluster\.gpu_driver : {task}\][^\n]*\n(?:[^\n]*\n)*?changed: \[{NAME}\]',
                      result.stdout), result.stdout[-4000:]
     assert 'Skipped in a container (docker): modprobe nvidia-peermem' not in result.stdout
