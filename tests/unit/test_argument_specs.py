@@ -108,7 +108,8 @@ ROLE_CASES = [
     ),
     RoleCase(
         name='common',
-        entry_points=frozenset({'main', 'setup', 'packages', 'packages_plan', 'apt_cache', 'apt_source', 'hold'}),
+        entry_points=frozenset({'main', 'setup', 'packages', 'packages_read', 'packages_plan', 'apt_cache', 'apt_source',
+                                'hold'}),
         full_entry_point='main',
         required={'apt_source': frozenset({'common_apt_source_name', 'common_apt_source_uris', 'common_apt_source_suites',
                                            'common_apt_source_signed_by'})},
@@ -130,7 +131,7 @@ ROLE_CASES = [
     ),
     RoleCase(
         name='training_env',
-        entry_points=frozenset({'main'}),
+        entry_points=frozenset({'main', 'packages'}),
         full_entry_point='main',
         readme_mentions=frozenset({'llmforge.cluster.training_env', 'llmforge-train.sbatch', '--require-hashes',
                                    'llmforge-checkpoint-prune'}),
