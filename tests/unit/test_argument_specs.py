@@ -39,7 +39,7 @@ class RoleCase:
 ROLE_CASES = [
     RoleCase(
         name='slurm_common',
-        entry_points=frozenset({'main', 'os_vars', 'install', 'hosts', 'munge', 'node_facts'}),
+        entry_points=frozenset({'main', 'os_vars', 'install', 'hosts', 'munge', 'munge_preflight', 'node_facts'}),
         full_entry_point='main',
         required={'install': frozenset({'slurm_common_install_packages'})},
         secrets=frozenset({'slurm_common_munge_key'}),
