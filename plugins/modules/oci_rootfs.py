@@ -24,7 +24,7 @@ description:
   - The decisions live in C(plugins/module_utils/_oci_rootfs.py), which has no Ansible import.
 options:
   bundle:
-    description: The bundle's directory (it holds C(config.json)); it must exist.
+    description: The bundle's directory (it holds C(config.json)); it must exist, except in check mode.
     type: path
     required: true
   tarball:
@@ -97,7 +97,8 @@ def main() -> None:
     with last_resort(module.fail_json, what=f'the bundle {bundle}', **result):
         try:
             points = rootfs.check_mount_points(module.params['mount_points'])
-            if not os.path.isdir(bundle):
+            # In check mode an earlier task would have made the directory.
+            if not os.path.isdir(bundle) and not module.check_mode:
                 raise rootfs.RootfsError(f'bundle: {bundle} is not a directory')
             if os.path.isfile(tarball):
                 result['checksum'] = rootfs.sha256_file(tarball)

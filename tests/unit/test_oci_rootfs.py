@@ -146,3 +146,13 @@ def test_module_names_a_bad_mount_point(bundle, tmp_path):
     make_tarball(tarball, {'etc/x': 'x'})
     result = run_module('oci_rootfs', {'bundle': str(bundle), 'tarball': str(tarball), 'mount_points': ['proc']})
     assert result.get('failed') and result['msg'].startswith("mount_points[0]: 'proc'"), result
+
+
+def test_module_in_check_mode_before_the_bundle_exists(tmp_path):
+    """A first --check run: the directories and the tarball are still to come."""
+    args = {'bundle': str(tmp_path / 'new'), 'tarball': str(tmp_path / 'new.tar'), 'mount_points': ['/proc']}
+    check = run_module('oci_rootfs', args, check=True)
+    assert not check.get('failed') and check['changed'] and check['unpacked'], check
+    assert check['mount_points_made'] == [str(tmp_path / 'new' / 'rootfs' / 'proc')]
+    result = run_module('oci_rootfs', args)
+    assert result.get('failed') and result['msg'] == f"bundle: {tmp_path / 'new'} is not a directory", result
