@@ -15,9 +15,9 @@ description:
     old rootfs are removed, the tarball is unpacked into a new rootfs as root (owners kept; C(tar) recognises the
     compression), and its checksum is recorded last, so an interrupted unpack leaves no record and the next run
     unpacks again.
-  - Then creates each of O(mount_points) below the rootfs with mode 0755 (or sets an existing one to 0755): a job's
-    container runs rootless and cannot create them in the root-owned rootfs. A mount point under a symbolic link of
-    the rootfs (Debian's C(/var/run -> /run)) is skipped: followed from outside the container it would lead into the
+  - Then creates each of O(mount_points) below the rootfs with mode 0755, or sets an existing one to 0755, because a
+    job's container runs rootless and cannot create them in the root-owned rootfs. A mount point under a symbolic link of
+    the rootfs (Debian's C(/var/run -> /run)) is skipped, since followed from outside the container it would lead into the
     host.
   - M(ansible.builtin.unarchive) neither removes the files of the previous tarball nor records which tarball it
     unpacked, and M(ansible.builtin.file) follows a symbolic link of the rootfs into the host.
@@ -107,7 +107,7 @@ def main() -> None:
             result['unpacked'] = not result['checksum'] or rootfs.recorded_checksum(bundle) != result['checksum']
             rootfs_dir = os.path.join(bundle, rootfs.ROOTFS)
             if result['unpacked'] and not module.check_mode:
-                rootfs.unpack(bundle, tarball, result['checksum'], lambda argv: module.run_command(argv))
+                rootfs.unpack(bundle, tarball, result['checksum'], module.run_command)
             if result['unpacked'] and module.check_mode:
                 # The new rootfs is not there to look at: every mount point counts as one to make.
                 result['mount_points_made'] = [rootfs_dir + point for point in points]
