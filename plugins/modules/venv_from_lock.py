@@ -14,8 +14,8 @@ description:
     installs it with C(pip install --require-hashes --only-binary=:all:), so that every file pip installs is checked
     against its hash.
   - The environment is complete once its marker C(llmforge-env.json) exists; the marker is written last, through a
-    rename. A complete environment is left as it is (the task reports no change). A directory without the marker is what an
-    interrupted build left; it is removed and built again.
+    rename. A complete environment is left as it is (the task reports no change). A directory without the marker
+    is what an interrupted build left; it is removed and built again.
   - When the environment cannot be created or pip fails, the new directory is removed and the module fails with the
     last lines pip printed. Nothing outside O(path) changes, so a link to the environment in use and other
     environments beside it stay as they were.
