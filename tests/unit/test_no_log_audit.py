@@ -40,8 +40,6 @@ ALLOWED = {
     '_slurm_common_munge_key_path': 'the path of the munge key file, not the key',
     '_slurm_common_munge_key_bytes': "the generated munge key's size in bytes",
     '_slurm_common_munge_key_min_bytes': "munge's smallest key size in bytes",
-    '_slurm_common_munge_cluster_key_stat': "the cluster key file's size and type, read before the key in the same "
-                                            'no_log command; never the key',
     '_gpu_driver_cuda_repo_key': "the CUDA repository's public signing key: its file name and fingerprint",
     '__common_apt_source_key': "gpg's listing of a repository's public signing key (fingerprints)",
     'validate_training_min_tokens_per_s': 'a throughput threshold in tokens per second',
@@ -296,8 +294,7 @@ def test_the_audit_reads_the_roles_and_playbooks():
     assert len(TASKS) > 200
     assert any(task.path.parent == PLAYBOOKS for task in TASKS)
     assert any(task.path.parent.name == 'handlers' for task in TASKS)
-    assert {'slurm_controller_db_password', 'slurm_common_munge_key', '__slurm_common_munge_cluster_key_read',
-            '_slurm_common_munge_cluster_key_content', '__slurm_common_munge_cluster_key_new'} <= SECRETS
+    assert {'slurm_controller_db_password', 'slurm_common_munge_key', '__slurm_common_munge_cluster_key'} <= SECRETS
 
 
 def test_every_task_handling_a_secret_is_no_log():
