@@ -46,9 +46,6 @@ ALLOWED = {
     '_monitoring_web_client_password_file': "the path of Prometheus's own client password file, not the password",
     '_monitoring_secret_problems': 'sentences naming the weak monitoring secrets, set by a no_log task from '
                                    'secret_problems; they name variables, never values',
-    '_slurm_common_munge_errors': "the 'error: ' lines of the munge key step's output, which its script writes "
-                                  'itself (a failed systemctl, a munge that does not answer); the key goes in on '
-                                  'stdin and is never printed',
 }
 
 # Names SECRET_NAME does not match that hold secrets.

@@ -145,14 +145,15 @@ def test_rerun_finds_drift_in_check_mode_then_restores_it_and_changes_nothing_el
     node.check_output(f'nft add element inet llmforge ssh_v4 {{ {intruder} }}')
     assert intruder in node.check_output('nft list set inet llmforge ssh_v4')
     expected |= {'Compare the loaded table with the ruleset the unit loaded', 'Load the host firewall'}
-    # The munge key given to root and made world-readable: the key's step gives it back to munge, 0400, restarts
-    # munge and checks it answers (one step, no handler).
+    # The munge key given to root and made world-readable: the key's step gives it back to munge, 0400, then munge
+    # restarts and is checked to answer.
     key = '/etc/munge/munge.key'
     key_digest = node.check_output(f'sha256sum {key}').split()[0]
     node.check_output(f'chown root:root {key} && chmod 0644 {key}')
-    expected |= {'Install the cluster munge key, readable by munge alone'}
-    # munge disabled at boot by hand (left running: the node stays in the cluster meanwhile). The key's step enables
-    # it again.
+    expected |= {'Install the cluster munge key, readable by munge alone', 'Restart munge with the new key',
+                 'Start munge and enable it at boot'}
+    # munge disabled at boot by hand (left running: the node stays in the cluster meanwhile). The step after the key
+    # enables it again.
     node.check_output('systemctl disable munge')
     assert not node.service('munge').is_enabled
     # The bundle "test": config.json emptied, and the checksum recorded at unpack no longer the tarball's, as after a
