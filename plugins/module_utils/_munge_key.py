@@ -22,6 +22,8 @@ import tempfile
 import typing as t
 
 MODE = 0o400
+# munge refuses shorter keys (MUNGE_KEY_LEN_MIN_BYTES).
+MIN_BYTES = 32
 
 
 class MungeKeyError(Exception):

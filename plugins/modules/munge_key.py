@@ -19,13 +19,17 @@ description:
     RV(restart_pending) stays true for as long as that file exists: the caller restarts munge, checks that it answers,
     then removes the file. A run interrupted in between restarts munge on the next run although the key no longer
     changes.
+  - With O(random_bytes) instead of O(key), a missing key file is created the same way with that many random bytes
+    (a cluster's key generated once); an existing one is left as it is.
   - Set the task keyword C(no_log) to V(true): the key is a secret (the option is also marked as one).
   - The work lives in C(plugins/module_utils/_munge_key.py), which has no Ansible import.
 options:
   key:
-    description: The key, base64 encoded (white space is ignored).
+    description: The key, base64 encoded (white space is ignored). One of O(key) and O(random_bytes) is required.
     type: str
-    required: true
+  random_bytes:
+    description: Size in bytes of the key to generate where O(path) does not exist, when O(key) is not given.
+    type: int
   path:
     description: The key file munge reads.
     type: path
@@ -68,6 +72,12 @@ EXAMPLES = r"""
     name: munge
     state: restarted
   when: munge_key.restart_pending
+
+- name: Generate a cluster key once
+  llmforge.cluster.munge_key:
+    path: /etc/munge/cluster.key
+    random_bytes: 1024
+  no_log: true
 """
 
 RETURN = r"""
@@ -79,6 +89,7 @@ restart_pending:
 """
 
 import grp
+import os
 import pwd
 
 from ansible.module_utils.basic import AnsibleModule
@@ -101,20 +112,29 @@ def _lookup(module: AnsibleModule, option: str, database, name: str):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            key=dict(type='str', required=True, no_log=True),
+            key=dict(type='str', no_log=True),
+            random_bytes=dict(type='int'),
             path=dict(type='path', default='/etc/munge/munge.key'),
             owner=dict(type='str', default='munge'),
             group=dict(type='str', default='munge'),
             restart_marker=dict(type='path', default=''),
         ),
+        required_one_of=[('key', 'random_bytes')],
+        mutually_exclusive=[('key', 'random_bytes')],
         supports_check_mode=True,
     )
     params = module.params
+    if params['key'] is None:
+        if params['random_bytes'] < munge_key.MIN_BYTES:
+            module.fail_json(msg=f'random_bytes: munge needs at least {munge_key.MIN_BYTES} bytes, '
+                                 f'got {params["random_bytes"]}', restart_pending=False)
+        if os.path.lexists(params['path']):
+            module.exit_json(changed=False, restart_pending=False)
     uid = _lookup(module, 'owner', pwd.getpwnam, params['owner'])
     gid = _lookup(module, 'group', grp.getgrnam, params['group'])
     with errors.last_resort(module.fail_json, f'the munge key {params["path"]}', restart_pending=False):
         try:
-            data = munge_key.decode(params['key'])
+            data = munge_key.decode(params['key']) if params['key'] is not None else os.urandom(params['random_bytes'])
             chosen = munge_key.plan(params['path'], data, uid, gid, params['restart_marker'])
             if not module.check_mode:
                 munge_key.install(params['path'], data, uid, gid, chosen, params['restart_marker'])

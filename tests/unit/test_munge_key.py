@@ -124,3 +124,20 @@ def test_the_module_writes_the_key_then_reports_no_change(tmp_path, capsys):
 def test_an_unknown_owner_outside_check_mode_is_refused_naming_the_option(tmp_path, capsys):
     result = run({'key': ENCODED, 'path': str(tmp_path / 'munge.key'), 'owner': 'no-such-user-here'}, capsys)
     assert result['failed'] is True and result['msg'].startswith('owner: no-such-user-here is not known')
+
+
+def test_a_missing_cluster_key_is_generated_once_and_then_left_as_it_is(tmp_path, capsys):
+    path = str(tmp_path / 'cluster.key')
+    args = {'path': path, 'random_bytes': 1024, 'owner': pwd.getpwuid(UID).pw_name, 'group': grp.getgrgid(GID).gr_name}
+    checked = run({**args, '_ansible_check_mode': True}, capsys)
+    assert checked['changed'] is True and not os.path.exists(path)
+    first = run(args, capsys)
+    generated = open(path, 'rb').read()
+    assert first['changed'] is True and len(generated) == 1024 and stat.S_IMODE(os.stat(path).st_mode) == 0o400
+    assert len(set(generated)) > 200, 'the key is not random'
+    assert run(args, capsys)['changed'] is False and open(path, 'rb').read() == generated
+
+
+def test_a_generated_key_below_munges_minimum_is_refused(tmp_path, capsys):
+    result = run({'path': str(tmp_path / 'cluster.key'), 'random_bytes': 16}, capsys)
+    assert result['failed'] is True and result['msg'] == 'random_bytes: munge needs at least 32 bytes, got 16'
