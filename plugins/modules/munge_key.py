@@ -16,12 +16,12 @@ description:
   - M(ansible.builtin.copy) writes text only, so it cannot hold a key of random bytes without a copy of it on the
     control host's disk.
   - munge reads its key when it starts. When the key changes, O(restart_marker) is created before it does, and
-    RV(restart_pending) stays true for as long as that file exists: the caller restarts munge, checks that it answers,
+    RV(restart_pending) stays true for as long as that file exists; the caller restarts munge, checks that it answers,
     then removes the file. A run interrupted in between restarts munge on the next run although the key no longer
     changes.
   - With O(random_bytes) instead of O(key), a missing key file is created the same way with that many random bytes
     (a cluster's key generated once); an existing one is left as it is.
-  - Set the task keyword C(no_log) to V(true): the key is a secret (the option is also marked as one).
+  - Set the task keyword C(no_log) to V(true), since the key is a secret (the option is also marked as one).
   - The work lives in C(plugins/module_utils/_munge_key.py), which has no Ansible import.
 options:
   key:
