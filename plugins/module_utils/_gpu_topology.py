@@ -490,6 +490,7 @@ def evaluate(facts: dict[str, t.Any], topo: dict[str, t.Any], want: t.Mapping[st
         'healthy': healthy(checks),
     }
 
+
 # --- as a node validator (_validators.py) ----------------------------------------------------------
 
 _XML, _TOPO = 'nvidia-smi -q -x', 'nvidia-smi topo -m'
