@@ -180,48 +180,6 @@ def normalise_absolute(path: str) -> str:
     return '/' + posixpath.normpath(path).lstrip('/')
 
 
-def check_absolute(path: t.Any, field: str, kind: str = 'file') -> str:
-    """An absolute POSIX path without `.` or `..` parts (a file or directory of config_files), normalised; `field`
-    names it in the error."""
-    if not isinstance(path, str) or not path.startswith('/') or path.endswith('/'):
-        raise FileTreeError(f'{field}: {path!r} must be the absolute path of a {kind}')
-    if any(part in ('.', '..') for part in path.split('/')):
-        raise FileTreeError(f"{field}: '{path}' must not contain '.' or '..' parts")
-    return normalise_absolute(path)
-
-
-def plan_files(files: t.Sequence[t.Mapping[str, t.Any]]) -> list[dict[str, t.Any]]:
-    """[{path, before, after}] for each of `files` ({path, content}: absolute paths) whose content differs, in order.
-
-    A path listed twice is refused: which content wins would depend on the order of the list."""
-    changes, seen = [], set()
-    for index, entry in enumerate(files):
-        path = check_absolute(entry.get('path'), f'files[{index}].path')
-        if path in seen:
-            raise FileTreeError(f"files[{index}].path: '{path}' is listed twice")
-        seen.add(path)
-        content = entry.get('content')
-        if not isinstance(content, str):
-            raise FileTreeError(f"files[{index}].content of '{path}' must be text, got {type(content).__name__}")
-        try:
-            change = compare(path, path, content)
-        except FileTreeError as err:
-            raise FileTreeError(f'files[{index}].path: {err}') from None
-        if change:
-            changes.append(change)
-    return changes
-
-
-def missing_directories(path: str) -> list[str]:
-    """The directories above `path` that do not exist yet, parents first."""
-    missing = []
-    parent = posixpath.dirname(path)
-    while parent not in ('', '/') and not os.path.isdir(parent):
-        missing.append(parent)
-        parent = posixpath.dirname(parent)
-    return missing[::-1]
-
-
 def octal_mode(value: t.Any, field: str) -> int:
     """A file mode as Ansible's file modules read it: text is 3 or 4 octal digits ('0644'), a number is the mode
     itself (unquoted YAML 0644 arrives as 420); 0 to 0o7777. `field` names it in the error."""

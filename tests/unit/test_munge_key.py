@@ -53,14 +53,14 @@ def test_a_new_key_is_written_readable_by_its_owner_alone_with_a_restart_marker(
 
 
 def test_the_same_key_changes_nothing_and_the_restart_stays_pending_until_the_marker_is_removed(tmp_path):
-    path, mark, _ = install(tmp_path)
+    path, mark, _chosen = install(tmp_path)
     assert munge_key.plan(path, KEY, UID, GID, mark) == munge_key.Plan(write=False, settle=False, restart_pending=True)
     os.unlink(mark)
     assert munge_key.plan(path, KEY, UID, GID, mark) == munge_key.Plan(write=False, settle=False, restart_pending=False)
 
 
 def test_a_key_whose_mode_drifted_is_given_back_to_its_owner_alone(tmp_path):
-    path, mark, _ = install(tmp_path)
+    path, mark, _chosen = install(tmp_path)
     os.unlink(mark)
     os.chmod(path, 0o644)
     chosen = munge_key.plan(path, KEY, UID, GID, mark)
@@ -70,7 +70,7 @@ def test_a_key_whose_mode_drifted_is_given_back_to_its_owner_alone(tmp_path):
 
 
 def test_another_key_is_replaced_whole(tmp_path):
-    path, _mark, _ = install(tmp_path)
+    path, _mark, _chosen = install(tmp_path)
     other = bytes(reversed(KEY))
     chosen = munge_key.plan(path, other, UID, GID)
     assert chosen.write
@@ -79,7 +79,7 @@ def test_another_key_is_replaced_whole(tmp_path):
 
 
 @pytest.mark.parametrize('make', [
-    pytest.param(lambda path: os.mkdir(path), id='directory'),
+    pytest.param(os.mkdir, id='directory'),
     pytest.param(lambda path: os.symlink('/etc/passwd', path), id='symbolic-link'),
 ])
 def test_something_else_than_a_file_where_the_key_belongs_is_refused(tmp_path, make):
