@@ -11,8 +11,8 @@ import pathlib
 
 from benchlib import median_seconds
 
-from ansible_collections.llmforge.cluster.plugins.module_utils import _fabric_plan
-from ansible_collections.llmforge.cluster.plugins.module_utils import _perftest
+from ansible_collections.llmforge.cluster.plugins.plugin_utils import _fabric_plan
+from ansible_collections.llmforge.cluster.plugins.plugin_utils import _perftest
 
 REPEATS = 7
 LARGE_NODES = 4096

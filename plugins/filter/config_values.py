@@ -1,6 +1,6 @@
 # Copyright: (c) 2026, llmforge.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""config_value_problems: values a role renders into a configuration file, checked (module_utils/_config_values.py)."""
+"""config_value_problems: values a role renders into a configuration file, checked (plugin_utils/_config_values.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import typing as t
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import plugin_utils
 
-_config_values = module_utils('_config_values')
+_config_values = plugin_utils('_config_values')
 
 
 def config_value_problems(values, syntax='line', keys=False, host=None):

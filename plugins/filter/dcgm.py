@@ -1,16 +1,16 @@
 # Copyright: (c) 2026, llmforge.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters of the validate role's DCGM stage: quarantine candidates, what the long diagnostic decides, the
-reservation's scontrol call and the node's DCGM metrics (module_utils/_dcgm_quarantine.py holds the rules)."""
+reservation's scontrol call and the node's DCGM metrics (plugin_utils/_dcgm_quarantine.py holds the rules)."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils, plugin_utils
 
 dcgm = module_utils('_dcgm_diag')
-quarantine = module_utils('_dcgm_quarantine')
+quarantine = plugin_utils('_dcgm_quarantine')
 
 FAST_RESULT = '__validate_dcgm_fast'
 LONG_RESULT = '__validate_dcgm_long'

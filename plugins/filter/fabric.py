@@ -8,10 +8,10 @@ import typing as t
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import UNSET, module_utils
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import UNSET, plugin_utils
 
-plan = module_utils('_fabric_plan')
-perftest = module_utils('_perftest')
+plan = plugin_utils('_fabric_plan')
+perftest = plugin_utils('_perftest')
 
 _TEST_KEYS = ('round', 'client', 'server', 'rail', 'port')
 

@@ -1,7 +1,7 @@
 # Copyright: (c) 2026, llmforge.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Hardware filters: the GPU catalog (module_utils/_gpu_catalog.py) and the check of a host's hardware description
-(module_utils/_hardware.py)."""
+(plugin_utils/_hardware.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import typing as t
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils, plugin_utils
 
 _catalog = module_utils('_gpu_catalog')
-_hardware = module_utils('_hardware')
+_hardware = plugin_utils('_hardware')
 
 
 def hardware_problems(values, host):

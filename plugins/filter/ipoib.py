@@ -1,14 +1,14 @@
 # Copyright: (c) 2026, llmforge.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""ipoib_addresses: IPoIB addresses of a group's hosts from per-rail subnets (see module_utils/_ipoib.py)."""
+"""ipoib_addresses: IPoIB addresses of a group's hosts from per-rail subnets (see plugin_utils/_ipoib.py)."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import plugin_utils
 
-_ipoib = module_utils('_ipoib')
+_ipoib = plugin_utils('_ipoib')
 
 
 def ipoib_addresses(networks, hostvars, hosts, host=None, host_offset=1, mtu=4092, mode='datagram', group='cluster'):

@@ -12,10 +12,10 @@ import typing as t
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import UNSET, module_utils
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import UNSET, module_utils, plugin_utils
 
-prune = module_utils('_checkpoint_prune')
-lustre = module_utils('_lustre')
+prune = module_utils('programs._checkpoint_prune')
+lustre = plugin_utils('_lustre')
 
 
 def _wrap(func: t.Callable[..., t.Any], *args: t.Any, **kwargs: t.Any) -> t.Any:

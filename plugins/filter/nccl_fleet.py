@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import UNSET, module_utils
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import UNSET, module_utils, plugin_utils
 
-fleet = module_utils('_nccl_fleet')
-report = module_utils('_report')
+fleet = plugin_utils('_nccl_fleet')
+report = plugin_utils('_report')
 catalog = module_utils('_gpu_catalog')
 
 # GPUs of a node whose inventory does not say (gpu_profile or gpu_count).

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters over the cluster's networks (cluster_networks): host addresses, CIDRs, the checked plan of the inventory.
 
-The logic lives in module_utils/_networks.py (standard library only); each filter's documentation is beside this file.
+The logic lives in plugin_utils/_networks.py (standard library only); each filter's documentation is beside this file.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import typing as t
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import plugin_utils
 
-_networks = module_utils('_networks')
+_networks = plugin_utils('_networks')
 
 
 def _call(name: str, func: t.Callable[..., t.Any], *args: t.Any) -> t.Any:

@@ -9,9 +9,9 @@ import os
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import plugin_utils
 
-_node_programs = module_utils('_node_programs')
+_node_programs = plugin_utils('_node_programs')
 
 # The module_utils directory of the collection Ansible loaded (a checkout's or an installed one's), beside this
 # plugins/filter directory: the same files the modules ship to the nodes.

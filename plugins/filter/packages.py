@@ -1,15 +1,15 @@
 # Copyright: (c) 2026, llmforge.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """missing_packages: which of a list of packages the installed packages (package_facts) lack; packages_added: the
-installed packages after an install succeeded (see module_utils/_packages.py)."""
+installed packages after an install succeeded (see plugin_utils/_packages.py)."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import plugin_utils
 
-_packages = module_utils('_packages')
+_packages = plugin_utils('_packages')
 
 
 def missing_packages(wanted, installed, version=None):

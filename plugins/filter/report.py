@@ -8,9 +8,9 @@ import typing as t
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import plugin_utils
 
-rep = module_utils('_report')
+rep = plugin_utils('_report')
 
 
 def _wrap(name: str, func: t.Callable[..., t.Any], *args: t.Any) -> t.Any:

@@ -1,6 +1,6 @@
 # Copyright: (c) 2026, llmforge.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""secret_problems: what is wrong with a secret from the inventory (see module_utils/_secrets.py)."""
+"""secret_problems: what is wrong with a secret from the inventory (see plugin_utils/_secrets.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from jinja2 import Undefined
 from ansible.errors import AnsibleFilterError
 from ansible.template import AnsibleUndefined, accept_args_markers
 
-from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import plugin_utils
 
-_secrets = module_utils('_secrets')
+_secrets = plugin_utils('_secrets')
 
 
 @accept_args_markers

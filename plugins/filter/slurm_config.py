@@ -8,10 +8,10 @@ import typing as t
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils, plugin_utils
 
-cfg = module_utils('_slurm_config')
-_config_values = module_utils('_config_values')
+cfg = plugin_utils('_slurm_config')
+_config_values = plugin_utils('_config_values')
 _hostlist = module_utils('_hostlist')
 
 

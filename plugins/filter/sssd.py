@@ -1,6 +1,6 @@
 # Copyright: (c) 2026, llmforge.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""sssd_problems: what is wrong with the sssd role's LDAP settings (see module_utils/_sssd.py)."""
+"""sssd_problems: what is wrong with the sssd role's LDAP settings (see plugin_utils/_sssd.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import typing as t
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import plugin_utils
 
-_sssd = module_utils('_sssd')
+_sssd = plugin_utils('_sssd')
 
 
 def sssd_problems(values):

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import plugin_utils
 
-pip_lock = module_utils('_pip_lock')
+pip_lock = plugin_utils('_pip_lock')
 
 
 def training_env_plan(requirements, name, root, python='/usr/bin/python3', system_site_packages=False, os_packages=None):

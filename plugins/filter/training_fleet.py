@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils, plugin_utils
 
-fleet = module_utils('_training_fleet')
+fleet = plugin_utils('_training_fleet')
 catalog = module_utils('_gpu_catalog')
 
 # Where the training_env role installs the trainer, when the node's inventory does not say.

@@ -90,3 +90,8 @@ def whole_number(text: t.Any, max_digits: int = MAX_DIGITS) -> t.Optional[int]:
 def natural_key(name: str) -> tuple[t.Any, ...]:
     """Sort key that puts n2 before n10: ASCII digit runs compare as numbers, the text between them as text."""
     return tuple(int(part) if index % 2 else part for index, part in enumerate(_DIGIT_RUNS.split(name)))
+
+
+def below_fleet(value: float, fleet_median: t.Optional[float], tolerance_pct: float) -> bool:
+    """True when `value` is more than tolerance_pct below the fleet median (never without a median)."""
+    return bool(fleet_median) and value < fleet_median * (1 - tolerance_pct / 100)

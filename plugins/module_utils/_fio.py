@@ -42,7 +42,7 @@ import typing as t
 from ansible_collections.llmforge.cluster.plugins.module_utils import _proc as proc
 from ansible_collections.llmforge.cluster.plugins.module_utils._checks import (
     FAIL, PASS, SKIP, WARN, check, finite, healthy, non_finite)
-from ansible_collections.llmforge.cluster.plugins.module_utils._nccl_fleet import below_fleet, natural_key
+from ansible_collections.llmforge.cluster.plugins.module_utils._checks import below_fleet, natural_key
 
 MIB = 1024 * 1024
 JOB_PREFIX = 'llmforge-'

@@ -26,7 +26,7 @@ import browser_chromium as chromium
 import browser_dom
 import browser_report
 
-from ansible_collections.llmforge.cluster.plugins.module_utils import _report as rep
+from ansible_collections.llmforge.cluster.plugins.plugin_utils import _report as rep
 
 RGB = tuple[int, int, int]
 SLOW_LIMIT = 60.0  # seconds all Chromium runs of this module may take together

@@ -15,9 +15,9 @@ from ansible_collections.llmforge.cluster.plugins.module_utils import _file_tree
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 LAUNCHERS = {
-    '_nodecheck': ROOT / 'roles' / 'slurm_node' / 'files' / 'llmforge-nodecheck',
-    '_slurm_metrics': ROOT / 'roles' / 'monitoring' / 'files' / 'llmforge-slurm-metrics',
-    '_checkpoint_prune': ROOT / 'roles' / 'lustre_client' / 'files' / 'llmforge-checkpoint-prune',
+    'programs._nodecheck': ROOT / 'roles' / 'slurm_node' / 'files' / 'llmforge-nodecheck',
+    'programs._slurm_metrics': ROOT / 'roles' / 'monitoring' / 'files' / 'llmforge-slurm-metrics',
+    'programs._checkpoint_prune': ROOT / 'roles' / 'lustre_client' / 'files' / 'llmforge-checkpoint-prune',
 }
 
 

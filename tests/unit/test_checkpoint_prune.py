@@ -11,12 +11,12 @@ import time
 
 import pytest
 
-from ansible_collections.llmforge.cluster.plugins.module_utils import _checkpoint_prune as prune
-from ansible_collections.llmforge.cluster.plugins.module_utils._checkpoint_prune import Checkpoint, PruneConfigError
+from ansible_collections.llmforge.cluster.plugins.module_utils.programs import _checkpoint_prune as prune
+from ansible_collections.llmforge.cluster.plugins.module_utils.programs._checkpoint_prune import Checkpoint, PruneConfigError
 from node_install import install, run_launcher
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-MODULE = ROOT / 'plugins' / 'module_utils' / '_checkpoint_prune.py'
+MODULE = ROOT / 'plugins' / 'module_utils' / 'programs' / '_checkpoint_prune.py'
 NOW = 1_000_000_000.0
 OLD = NOW - 86400
 
@@ -127,8 +127,8 @@ def run(tmp_path, *args):
     """The program as installed: its code where the lustre_client role puts it (node_programs), run by the launcher."""
     library = tmp_path / 'lib'
     if not library.exists():
-        install('_checkpoint_prune', library)
-    return run_launcher('_checkpoint_prune', library, '--lock-file', str(tmp_path / 'lock'), *args)
+        install('programs._checkpoint_prune', library)
+    return run_launcher('programs._checkpoint_prune', library, '--lock-file', str(tmp_path / 'lock'), *args)
 
 
 def test_dry_run_prints_what_it_would_remove_and_removes_nothing(tmp_path):

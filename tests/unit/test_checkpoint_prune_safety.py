@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from ansible_collections.llmforge.cluster.plugins.module_utils import _checkpoint_prune as prune
+from ansible_collections.llmforge.cluster.plugins.module_utils.programs import _checkpoint_prune as prune
 
 STEPS = (1, 2, 3, 4)
 

@@ -9,10 +9,10 @@ import math
 import pytest
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import _checks as checks
-from ansible_collections.llmforge.cluster.plugins.module_utils import _dcgm_quarantine as quarantine
+from ansible_collections.llmforge.cluster.plugins.plugin_utils import _dcgm_quarantine as quarantine
 from ansible_collections.llmforge.cluster.plugins.module_utils import _ib_topology as ib
-from ansible_collections.llmforge.cluster.plugins.module_utils import _nccl_fleet as fleet
-from ansible_collections.llmforge.cluster.plugins.module_utils import _report as report
+from ansible_collections.llmforge.cluster.plugins.plugin_utils import _nccl_fleet as fleet
+from ansible_collections.llmforge.cluster.plugins.plugin_utils import _report as report
 
 HOSTILE_DIGITS = ['\u00b2', '3\u00b2', '\u0663', '\uff13', '\u09e9']
 

@@ -1,6 +1,6 @@
 # Copyright: (c) 2026, llmforge.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The one rule for rendered values (module_utils/_config_values.py), and the checks and filters built on it.
+"""The one rule for rendered values (plugin_utils/_config_values.py), and the checks and filters built on it.
 
 Every hostile value here once reached a file: a newline in slurm_node_config added a root Prolog line to slurm.conf,
 a newline after a search base's ?scope? a line to sssd.conf, a trailing newline slipped past every `^...$`
@@ -16,8 +16,8 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.llmforge.cluster.plugins.filter.config_values import FilterModule as ConfigValueFilters
 from ansible_collections.llmforge.cluster.plugins.filter.networks import FilterModule as NetworkFilters
 from ansible_collections.llmforge.cluster.plugins.filter.slurm_config import FilterModule as SlurmFilters
-from ansible_collections.llmforge.cluster.plugins.module_utils import _config_values, _hardware, _ipoib, _networks
-from ansible_collections.llmforge.cluster.plugins.module_utils import _slurm_config, _sssd
+from ansible_collections.llmforge.cluster.plugins.plugin_utils import _config_values, _hardware, _ipoib, _networks
+from ansible_collections.llmforge.cluster.plugins.plugin_utils import _slurm_config, _sssd
 
 CONFIG_VALUE_PROBLEMS = ConfigValueFilters().filters()['config_value_problems']
 NETWORK_FILTERS = NetworkFilters().filters()

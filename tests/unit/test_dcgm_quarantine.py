@@ -9,8 +9,8 @@ import pathlib
 import pytest
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import _dcgm_diag as dcgm
-from ansible_collections.llmforge.cluster.plugins.module_utils import _dcgm_quarantine as quarantine
-from ansible_collections.llmforge.cluster.plugins.module_utils import _report as report
+from ansible_collections.llmforge.cluster.plugins.plugin_utils import _dcgm_quarantine as quarantine
+from ansible_collections.llmforge.cluster.plugins.plugin_utils import _report as report
 from ansible_collections.llmforge.cluster.plugins.module_utils import _slurm_drain as drain
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[2] / 'tests' / 'fixtures' / 'dcgm'

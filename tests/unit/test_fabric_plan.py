@@ -9,7 +9,7 @@ import itertools
 
 import pytest
 
-from ansible_collections.llmforge.cluster.plugins.module_utils import _fabric_plan
+from ansible_collections.llmforge.cluster.plugins.plugin_utils import _fabric_plan
 
 BASE_PORT = _fabric_plan.DEFAULT_BASE_PORT
 ALL_PATTERN_MAX_NODES = 64

@@ -20,22 +20,28 @@ FILTERS = sorted((ROOT / 'plugins' / 'filter').glob('*.py'))
 PACKAGE = 'ansible_collections.llmforge.cluster.plugins'
 
 
+# The lazy references a filter file may make: module_utils('programs._x') is plugins/module_utils/programs/_x.py.
+LOADERS = {'module_utils': 'module_utils', 'plugin_utils': 'plugin_utils'}
+
+
 def lazy_names(path):
-    """The module_utils names a filter file passes to module_utils(), and the module_utils it imports directly."""
+    """The (folder, name) a filter file passes to module_utils() or plugin_utils(), and what it imports directly."""
     tree = ast.parse(path.read_text(encoding='utf-8'))
-    names = [node.args[0].value for node in ast.walk(tree)
-             if isinstance(node, ast.Call) and getattr(node.func, 'id', None) == 'module_utils']
+    names = [(LOADERS[node.func.id], node.args[0].value) for node in ast.walk(tree)
+             if isinstance(node, ast.Call) and getattr(node.func, 'id', None) in LOADERS]
     direct = [node.module for node in ast.walk(tree)
-              if isinstance(node, ast.ImportFrom) and node.module and '.module_utils' in node.module]
+              if isinstance(node, ast.ImportFrom) and node.module
+              and ('.module_utils' in node.module or ('.plugin_utils.' in node.module
+                                                      and not node.module.endswith('._lazy_module_utils')))]
     return names, direct
 
 
 @pytest.mark.parametrize('path', FILTERS, ids=[path.stem for path in FILTERS])
 def test_filter_files_import_no_module_utils_directly_and_name_existing_ones(path):
     names, direct = lazy_names(path)
-    assert direct == [], f'{path.name} imports {direct} at load; use module_utils() instead'
-    for name in names:
-        assert (ROOT / 'plugins' / 'module_utils' / f'{name}.py').is_file(), f'{path.name}: no module_utils {name}'
+    assert direct == [], f'{path.name} imports {direct} at load; use module_utils() or plugin_utils() instead'
+    for folder, name in names:
+        assert (ROOT / 'plugins' / folder / (name.replace('.', '/') + '.py')).is_file(), f'{path.name}: no {folder} {name}'
 
 
 def test_loading_every_filter_file_imports_no_module_utils_until_a_filter_runs():
@@ -45,7 +51,8 @@ import importlib, sys
 names = {[path.stem for path in FILTERS]!r}
 for name in names:
     importlib.import_module('{PACKAGE}.filter.' + name).FilterModule().filters()
-loaded = sorted(m for m in sys.modules if m.startswith('{PACKAGE}.module_utils.'))
+loaded = sorted(m for m in sys.modules if m.startswith(('{PACKAGE}.module_utils.', '{PACKAGE}.plugin_utils._'))
+           and not m.endswith('._lazy_module_utils'))
 assert loaded == [], loaded
 hostlist = importlib.import_module('{PACKAGE}.filter.hostlist').FilterModule().filters()
 assert hostlist['hostlist_compress'](['gpu1', 'gpu2']) == 'gpu[1-2]'

@@ -22,7 +22,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmforge.cluster.plugins.filter import storage as filters
 from ansible_collections.llmforge.cluster.plugins.module_utils import _fio as fio
-from ansible_collections.llmforge.cluster.plugins.module_utils import _report as rep
+from ansible_collections.llmforge.cluster.plugins.plugin_utils import _report as rep
 from ansible_collections.llmforge.cluster.plugins.module_utils import _slurm_drain as drain
 
 from mutations import assert_own_error, mutated_structure, mutated_text

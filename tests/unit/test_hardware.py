@@ -12,7 +12,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmforge.cluster.plugins.filter.hardware import FilterModule
-from ansible_collections.llmforge.cluster.plugins.module_utils import _hardware
+from ansible_collections.llmforge.cluster.plugins.plugin_utils import _hardware
 
 REPO = Path(__file__).resolve().parents[2]
 hardware_problems = FilterModule().filters()['hardware_problems']

@@ -9,7 +9,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmforge.cluster.plugins.filter.ipoib import FilterModule
-from ansible_collections.llmforge.cluster.plugins.module_utils import _ipoib
+from ansible_collections.llmforge.cluster.plugins.plugin_utils import _ipoib
 
 FILTERS = FilterModule().filters()
 TWO_RAILS = [{'interface': 'ib0', 'cidr': '10.10.0.0/16'}, {'interface': 'ib1', 'cidr': '10.11.0.0/16'}]

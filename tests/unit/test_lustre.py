@@ -11,8 +11,8 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmforge.cluster.plugins.filter import lustre as lustre_filter
-from ansible_collections.llmforge.cluster.plugins.module_utils import _lustre
-from ansible_collections.llmforge.cluster.plugins.module_utils._lustre import LustreConfigError
+from ansible_collections.llmforge.cluster.plugins.plugin_utils import _lustre
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._lustre import LustreConfigError
 
 IPOIB = [{'interface': 'ib0', 'cidr': '10.10.0.0/16'}, {'interface': 'ib1', 'cidr': '10.11.0.0/16'}]
 

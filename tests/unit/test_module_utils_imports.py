@@ -9,7 +9,12 @@ import pathlib
 
 import pytest
 
-MODULE_UTILS = pathlib.Path(__file__).resolve().parents[2] / 'plugins' / 'module_utils'
+PLUGINS = pathlib.Path(__file__).resolve().parents[2] / 'plugins'
+MODULE_UTILS = PLUGINS / 'module_utils'
+# The three parts: node-side checks (module_utils), node programs (module_utils/programs), controller-side planning
+# (plugin_utils, loaded by the filters).
+NODE_SIDE = sorted(MODULE_UTILS.glob('_*.py')) + sorted((MODULE_UTILS / 'programs').glob('_*.py'))
+PLANNING = sorted((PLUGINS / 'plugin_utils').glob('_*.py'))
 
 
 def ansible_imports(path: pathlib.Path) -> list[str]:
@@ -22,9 +27,23 @@ def ansible_imports(path: pathlib.Path) -> list[str]:
     return [name for name in names if name == 'ansible' or name.startswith('ansible.')]
 
 
-@pytest.mark.parametrize('path', sorted(MODULE_UTILS.glob('_*.py')), ids=lambda path: path.name)
+@pytest.mark.parametrize('path', NODE_SIDE + PLANNING, ids=lambda path: f'{path.parent.name}/{path.name}')
 def test_no_ansible_import(path):
     assert ansible_imports(path) == []
+
+
+@pytest.mark.parametrize('path', NODE_SIDE, ids=lambda path: f'{path.parent.name}/{path.name}')
+def test_node_side_code_never_imports_the_controller_side(path):
+    """Modules ship module_utils to the nodes, and node programs are installed with their imports: plugin_utils is
+    not there."""
+    text = path.read_text(encoding='utf-8')
+    assert 'plugin_utils' not in text, f'{path} imports controller-side planning'
+
+
+def test_programs_and_planning_hold_their_parts():
+    assert {path.stem for path in (MODULE_UTILS / 'programs').glob('_*.py')} == {
+        '_nodecheck', '_slurm_metrics', '_checkpoint_prune'}
+    assert PLANNING and not set(path.name for path in PLANNING) & set(path.name for path in NODE_SIDE)
 
 
 def test_the_check_sees_an_ansible_import(tmp_path):

@@ -15,7 +15,8 @@ import typing as t
 import pytest
 import yaml
 
-from ansible_collections.llmforge.cluster.plugins.module_utils import _prometheus, _slurm_metrics
+from ansible_collections.llmforge.cluster.plugins.module_utils import _prometheus
+from ansible_collections.llmforge.cluster.plugins.module_utils.programs import _slurm_metrics
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FILES = ROOT / 'roles' / 'monitoring' / 'files'

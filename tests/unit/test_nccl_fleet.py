@@ -13,7 +13,7 @@ import pathlib
 import pytest
 
 from ansible_collections.llmforge.cluster.plugins.filter import nccl_fleet as filters
-from ansible_collections.llmforge.cluster.plugins.module_utils import _nccl_fleet as fleet
+from ansible_collections.llmforge.cluster.plugins.plugin_utils import _nccl_fleet as fleet
 from ansible_collections.llmforge.cluster.plugins.module_utils import _nccl_tests as nt
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / 'fixtures' / 'nccl-tests'

@@ -11,7 +11,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmforge.cluster.plugins.filter.networks import FilterModule
-from ansible_collections.llmforge.cluster.plugins.module_utils import _networks
+from ansible_collections.llmforge.cluster.plugins.plugin_utils import _networks
 
 FILTERS = FilterModule().filters()
 

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from ansible_collections.llmforge.cluster.plugins.module_utils import _nodecheck as nc
+from ansible_collections.llmforge.cluster.plugins.module_utils.programs import _nodecheck as nc
 from ansible_collections.llmforge.cluster.plugins.module_utils import _rdma_links as rdma
 from ansible_collections.llmforge.cluster.plugins.module_utils import _slurm_drain as drain
 

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import _gpu_topology as gpu
-from ansible_collections.llmforge.cluster.plugins.module_utils import _nodecheck as nc
+from ansible_collections.llmforge.cluster.plugins.module_utils.programs import _nodecheck as nc
 from ansible_collections.llmforge.cluster.plugins.module_utils import _rdma_links as rdma
 from ansible_collections.llmforge.cluster.plugins.module_utils import _slurm_drain as drain
 from ansible_collections.llmforge.cluster.plugins.module_utils import _validators as validators

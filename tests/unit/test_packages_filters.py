@@ -14,7 +14,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmforge.cluster.plugins.filter.packages import FilterModule
-from ansible_collections.llmforge.cluster.plugins.module_utils import _packages
+from ansible_collections.llmforge.cluster.plugins.plugin_utils import _packages
 
 FIXTURES = Path(__file__).resolve().parents[2] / 'tests/fixtures/packages'
 # Real package_facts output (apt) and the converged GPU node's packages in its structure.

@@ -9,8 +9,8 @@ import pathlib
 
 import pytest
 
-from ansible_collections.llmforge.cluster.plugins.module_utils import _perftest
-from ansible_collections.llmforge.cluster.plugins.module_utils._perftest import PerftestError
+from ansible_collections.llmforge.cluster.plugins.plugin_utils import _perftest
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._perftest import PerftestError
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / 'fixtures' / 'perftest'
 MB = _perftest.GBPS_PER_PERFTEST_MBPS

@@ -10,7 +10,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmforge.cluster.plugins.filter.training_env import training_env_plan
-from ansible_collections.llmforge.cluster.plugins.module_utils import _pip_lock as pip_lock
+from ansible_collections.llmforge.cluster.plugins.plugin_utils import _pip_lock as pip_lock
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # The real lock of the Debian 12 cluster scenario: torch 2.13.0's CPU build, its nine dependencies and numpy.

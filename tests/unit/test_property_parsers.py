@@ -25,8 +25,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import (
-    _dcgm_diag, _fabric_plan, _gpu_topology, _hardware, _ipoib, _lustre, _nccl_fleet, _nccl_tests, _perftest, _pip_lock,
-    _rdma_links, _scratch_devices, _slurm_config, _slurm_drain, _slurm_metrics, _training_fleet)
+    _dcgm_diag, _gpu_topology, _nccl_tests, _rdma_links, _scratch_devices, _slurm_drain)
+from ansible_collections.llmforge.cluster.plugins.module_utils.programs import _slurm_metrics
+from ansible_collections.llmforge.cluster.plugins.plugin_utils import (
+    _fabric_plan, _hardware, _ipoib, _lustre, _nccl_fleet, _perftest, _pip_lock, _slurm_config, _training_fleet)
 
 from mutations import assert_own_error, mutated_bytes, mutated_structure, mutated_text
 

@@ -21,7 +21,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.llmforge.cluster.plugins.filter import report as report_filters
 from ansible_collections.llmforge.cluster.plugins.module_utils import _gpu_topology as gpu
 from ansible_collections.llmforge.cluster.plugins.module_utils import _rdma_links as rdma
-from ansible_collections.llmforge.cluster.plugins.module_utils import _report as rep
+from ansible_collections.llmforge.cluster.plugins.plugin_utils import _report as rep
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / 'fixtures'
 HGX = FIXTURES / 'gpu' / 'hgx-h200-8'

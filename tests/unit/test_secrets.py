@@ -13,7 +13,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmforge.cluster.plugins.filter.secrets import secret_problems
-from ansible_collections.llmforge.cluster.plugins.module_utils import _secrets
+from ansible_collections.llmforge.cluster.plugins.plugin_utils import _secrets
 
 NAME = 'site_credential'
 GOOD = 'Xq7vLp2RzT9mKw4NbH6sJd3F'

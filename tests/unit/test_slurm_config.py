@@ -12,7 +12,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmforge.cluster.plugins.filter.slurm_config import FilterModule
-from ansible_collections.llmforge.cluster.plugins.module_utils import _slurm_config
+from ansible_collections.llmforge.cluster.plugins.plugin_utils import _slurm_config
 
 FILTERS = FilterModule().filters()
 

@@ -9,7 +9,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmforge.cluster.plugins.filter import slurm_drain as filters
-from ansible_collections.llmforge.cluster.plugins.module_utils import _report as rep
+from ansible_collections.llmforge.cluster.plugins.plugin_utils import _report as rep
 from ansible_collections.llmforge.cluster.plugins.module_utils import _slurm_drain as drain
 
 WHEN = '2026-11-30T01:00:00Z'

@@ -12,13 +12,13 @@ import subprocess
 
 import pytest
 
-from ansible_collections.llmforge.cluster.plugins.module_utils import _slurm_metrics
-from ansible_collections.llmforge.cluster.plugins.module_utils._slurm_metrics import SlurmMetricsError
+from ansible_collections.llmforge.cluster.plugins.module_utils.programs import _slurm_metrics
+from ansible_collections.llmforge.cluster.plugins.module_utils.programs._slurm_metrics import SlurmMetricsError
 from node_install import LAUNCHERS, install, run_launcher
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / 'tests' / 'fixtures' / 'slurm'
-COLLECTOR = LAUNCHERS['_slurm_metrics']
+COLLECTOR = LAUNCHERS['programs._slurm_metrics']
 
 SAMPLE = re.compile(r'(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})? (?P<value>\S+)')
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)",?')
@@ -363,7 +363,7 @@ def test_render_round_trips_awkward_reason():
 @pytest.fixture(name='library')
 def installed_library(tmp_path):
     """The collector's code installed as the monitoring role installs it (node_programs)."""
-    return install('_slurm_metrics', tmp_path / 'lib')
+    return install('programs._slurm_metrics', tmp_path / 'lib')
 
 
 def fake_command(directory: pathlib.Path, name: str, body: str) -> None:
@@ -380,7 +380,7 @@ def fake_slurm(directory: pathlib.Path, sinfo: str = 'cluster16-sinfo.txt', sque
 
 
 def run_collector(library: pathlib.Path, path_dir: pathlib.Path, *args: str) -> subprocess.CompletedProcess:
-    return run_launcher('_slurm_metrics', library, *args, env={'PATH': f'{path_dir}:/usr/bin:/bin', 'LC_ALL': 'C.UTF-8'})
+    return run_launcher('programs._slurm_metrics', library, *args, env={'PATH': f'{path_dir}:/usr/bin:/bin', 'LC_ALL': 'C.UTF-8'})
 
 
 def without_timestamp(text: str) -> str:

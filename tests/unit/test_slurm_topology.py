@@ -9,7 +9,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmforge.cluster.plugins.filter.slurm_config import FilterModule
-from ansible_collections.llmforge.cluster.plugins.module_utils import _slurm_config
+from ansible_collections.llmforge.cluster.plugins.plugin_utils import _slurm_config
 
 GROUPS = {'gpu_nodes': [f'gpu{number:03d}' for number in range(1, 65)], 'cpu_nodes': ['cpu1']}
 NODE_GROUPS = ['gpu_nodes', 'cpu_nodes']

@@ -11,7 +11,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmforge.cluster.plugins.filter.sssd import FilterModule
-from ansible_collections.llmforge.cluster.plugins.module_utils import _sssd
+from ansible_collections.llmforge.cluster.plugins.plugin_utils import _sssd
 
 REPO = Path(__file__).resolve().parents[2]
 # A self-signed CA certificate made with openssl req -x509 (EC P-256, CA:TRUE), like the test LDAP server's.

@@ -18,9 +18,9 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmforge.cluster.plugins.filter import training_fleet as filters
-from ansible_collections.llmforge.cluster.plugins.module_utils import _report as rep
+from ansible_collections.llmforge.cluster.plugins.plugin_utils import _report as rep
 from ansible_collections.llmforge.cluster.plugins.module_utils import _slurm_drain as drain
-from ansible_collections.llmforge.cluster.plugins.module_utils import _training_fleet as fleet
+from ansible_collections.llmforge.cluster.plugins.plugin_utils import _training_fleet as fleet
 
 OUTPUT = (pathlib.Path(__file__).resolve().parents[1] / 'fixtures' / 'training' / 'llmforge_train_cpu_1rank.txt').read_text()
 TRAINER = '/opt/llmforge/envs/llmforge-train/bin/llmforge-train'

@@ -9,7 +9,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmforge.cluster.plugins.filter import validator_metrics as filters
-from ansible_collections.llmforge.cluster.plugins.module_utils import _report as rep
+from ansible_collections.llmforge.cluster.plugins.plugin_utils import _report as rep
 from ansible_collections.llmforge.cluster.plugins.module_utils import _prometheus as prom
 
 HEAD_HEALTHY = ('# HELP llmforge_validator_healthy 1 when every check of the validator passed on this node at the last run.\n'

@@ -18,8 +18,8 @@ import pytest
 
 from ansible_collections.llmforge.cluster.plugins.filter import report as report_filters
 from ansible_collections.llmforge.cluster.plugins.filter import validator_metrics as metrics_filter
-from ansible_collections.llmforge.cluster.plugins.module_utils import _nodecheck as nc
-from ansible_collections.llmforge.cluster.plugins.module_utils import _report as report
+from ansible_collections.llmforge.cluster.plugins.module_utils.programs import _nodecheck as nc
+from ansible_collections.llmforge.cluster.plugins.plugin_utils import _report as report
 from ansible_collections.llmforge.cluster.plugins.module_utils import _validators as validators
 from ansible_collections.llmforge.cluster.plugins.module_utils._checks import FAIL, PASS, check
 

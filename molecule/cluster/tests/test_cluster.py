@@ -130,7 +130,7 @@ def test_rerun_finds_drift_in_check_mode_then_restores_it_and_changes_nothing_el
     drifted = NODES[-1]
     node = hosts[drifted]
     code = ('/usr/local/lib/llmforge/python/ansible_collections/llmforge/cluster/plugins/module_utils/'
-            '_nodecheck.py')
+            'programs/_nodecheck.py')
     original = node.check_output(f'sha256sum {code}').split()[0]
     node.check_output(f"echo 'raise SystemExit(0)  # tampered' >> {code}")
     tampered = node.check_output(f'sha256sum {code}').split()[0]
@@ -138,7 +138,7 @@ def test_rerun_finds_drift_in_check_mode_then_restores_it_and_changes_nothing_el
     # nothing else (Debian 12's scenario has no directory users, so no ldap-utils). The Slurm play puts it back.
     node.check_output('apt-get remove -y -q python3-venv')
     assert not node.package('python3-venv').is_installed
-    expected = {'Install the Python code of _nodecheck', 'Install python3-venv'}
+    expected = {'Install the Python code of programs._nodecheck', 'Install python3-venv'}
     # A hand edit inside the firewall's table: an address let in to SSH. The file on disk is unchanged, so only the
     # comparison of the loaded table with what the unit loaded finds it (and the handler reloads the file).
     intruder = '192.0.2.99'

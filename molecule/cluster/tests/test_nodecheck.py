@@ -52,7 +52,7 @@ def test_healthy_node_passes_quickly_and_writes_metrics(hosts, name):
     expectation = node.file('/etc/llmforge/nodecheck.json')
     assert expectation.mode == 0o644 and '"profile": "h200-sxm-8"' in expectation.content_string
     # Only the modules the health check imports: not the report renderer of validate.yml.
-    assert node.file(f'{CODE}/_nodecheck.py').mode == 0o644 and not node.file(f'{CODE}/_report.py').exists
+    assert node.file(f'{CODE}/programs/_nodecheck.py').mode == 0o644 and not node.file(f'{CODE}/_report.py').exists
 
 
 def test_slurmd_drains_a_node_whose_hardware_degrades_and_resumes_it_when_repaired(hosts, ctl, restore):

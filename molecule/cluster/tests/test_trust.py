@@ -111,7 +111,7 @@ def validate_stage_wrapper():
     """validate.yml's srun payload, from the collection the scenario installed."""
     sys.path.insert(0, os.path.join(PROJECT, 'build', 'user', 'collections'))
     try:
-        from ansible_collections.llmforge.cluster.plugins.module_utils import _training_fleet
+        from ansible_collections.llmforge.cluster.plugins.plugin_utils import _training_fleet
     finally:
         sys.path.pop(0)
     return _training_fleet.RUN_WRAPPER, _training_fleet.JOB_NAME

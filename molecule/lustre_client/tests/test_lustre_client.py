@@ -110,7 +110,7 @@ def test_pruning_timer_and_service_are_installed_and_enabled(host):
     assert 'OnCalendar=hourly' in host.file(f'/etc/systemd/system/{UNIT}.timer').content_string
     assert host.file(PRUNE).mode == 0o755
     assert host.file('/usr/local/lib/llmforge/python/ansible_collections/llmforge/cluster/plugins/module_utils/'
-                     '_checkpoint_prune.py').mode == 0o644
+                     'programs/_checkpoint_prune.py').mode == 0o644
     assert json.loads(host.file(PRUNE_CONFIG).content_string)['dry_run'] is True
 
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 import typing as t
 
-from ansible_collections.llmforge.cluster.plugins.module_utils import _config_values, _gpu_catalog
+from ansible_collections.llmforge.cluster.plugins.plugin_utils import _config_values
+from ansible_collections.llmforge.cluster.plugins.module_utils import _gpu_catalog
 from ansible_collections.llmforge.cluster.plugins.module_utils._gpu_catalog import parse_gpu_count, parse_gpu_type
 from ansible_collections.llmforge.cluster.plugins.module_utils._hostlist import compress, expand
 

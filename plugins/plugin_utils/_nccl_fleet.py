@@ -12,7 +12,7 @@ and the nodes. A test (binary, kind, nodes) is judged on the median plateau busb
   than its peers even when above the static floor);
 - any repeat with wrong elements, out-of-bounds values or a failed exit -> fail.
 
-A failing pair is bisected like the RDMA fabric test (module_utils/_fabric_plan.py: plan_retests, classify):
+A failing pair is bisected like the RDMA fabric test (plugin_utils/_fabric_plan.py: plan_retests, classify):
 both of its nodes are retested against a known-good node, and the verdict names the bad node, a bad link between
 the two, or says why it could not tell. Node checks come out as `nccl_busbw` (single node), `nccl_pair` (pairs,
 attributed by the bisection) and `nccl_run` (a run that failed for other reasons than bandwidth).
@@ -24,9 +24,9 @@ import collections
 import statistics
 import typing as t
 
-from ansible_collections.llmforge.cluster.plugins.module_utils import _fabric_plan as fabric
+from ansible_collections.llmforge.cluster.plugins.plugin_utils import _fabric_plan as fabric
 from ansible_collections.llmforge.cluster.plugins.module_utils._checks import (
-    FAIL, PASS, WARN, check, finite, healthy, natural_key, non_finite)
+    FAIL, PASS, WARN, below_fleet, check, finite, healthy, natural_key, non_finite)
 
 KINDS = ('single', 'pair', 'retest')
 JOB_NAME = 'llmforge-nccl'
@@ -44,11 +44,6 @@ def check_tolerance(tolerance_pct: t.Any, error: type[ValueError] = NcclFleetErr
     if isinstance(tolerance_pct, bool) or not isinstance(tolerance_pct, (int, float)) or not 0 <= tolerance_pct < 100:
         raise error(f'tolerance_pct must be a percentage in [0, 100), got {tolerance_pct!r}')
     return float(tolerance_pct)
-
-
-def below_fleet(value: float, fleet_median: t.Optional[float], tolerance_pct: float) -> bool:
-    """True when `value` is more than tolerance_pct below the fleet median (never without a median)."""
-    return bool(fleet_median) and value < fleet_median * (1 - tolerance_pct / 100)
 
 
 def plan_item(result: t.Mapping[str, t.Any]) -> t.Any:

@@ -15,7 +15,7 @@ import binascii
 import re
 import typing as t
 
-from ansible_collections.llmforge.cluster.plugins.module_utils import _config_values
+from ansible_collections.llmforge.cluster.plugins.plugin_utils import _config_values
 
 # ldap:// or ldaps://, a host name, IPv4 address or bracketed IPv6 address, an optional port, an optional final slash.
 _URI = re.compile(r'^(?P<scheme>ldaps?)://(?P<host>[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])'

@@ -26,7 +26,7 @@ import statistics
 import typing as t
 
 from ansible_collections.llmforge.cluster.plugins.module_utils._checks import FAIL, PASS, SKIP, check, healthy
-from ansible_collections.llmforge.cluster.plugins.module_utils._nccl_fleet import (
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._nccl_fleet import (
     below_fleet, check_tolerance, natural_key, plan_item)
 
 KINDS = ('single', 'all')
