@@ -15,7 +15,8 @@ options:
     default: true
 """
 
-    # Every module that only reads: the validators above and ib_topology (llmforge.cluster.validator.read_only).
+    # Every module that only reads: the validators above, ib_topology, slurm_node_facts and sssd_status
+    # (llmforge.cluster.validator.read_only).
     READ_ONLY = r"""
 attributes:
   check_mode:

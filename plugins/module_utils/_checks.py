@@ -95,3 +95,15 @@ def natural_key(name: str) -> tuple[t.Any, ...]:
 def below_fleet(value: float, fleet_median: t.Optional[float], tolerance_pct: float) -> bool:
     """True when `value` is more than tolerance_pct below the fleet median (never without a median)."""
     return bool(fleet_median) and value < fleet_median * (1 - tolerance_pct / 100)
+
+
+def require_record(value: t.Any, keys: t.Iterable[str], what: str,
+                   error: t.Callable[[str], Exception] = ValueError) -> t.Any:
+    """`value` when it is a mapping holding every one of `keys`; otherwise `error` raised with a message that starts
+    with `what` (how the caller names the record) and says what is wrong."""
+    if not isinstance(value, t.Mapping):
+        raise error(f'{what} must be a mapping, got {value!r}')
+    for key in keys:
+        if key not in value:
+            raise error(f'{what} has no {key!r}')
+    return value

@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: file_tree
-short_description: Write a set of text files below one directory in one step
+short_description: Write the files of a Python package below one directory, comparing them all in one step
 version_added: "0.1.0"
 description:
   - Makes every file of O(files) hold the given text below O(root), creating the directories it needs, and

@@ -179,34 +179,20 @@ cuda_version:
   type: str
   sample: "13.0"
 checks:
-  description: Every check with its verdict; per-GPU checks use subject C(GPU<n>), per-pair ones C(GPU0-GPU1).
+  description:
+    - Every check with its verdict; per-GPU checks use subject C(GPU<n>), per-pair ones C(GPU0-GPU1).
+    - Each check is the record every validator of this collection returns (docs/validate.md) with C(name), C(subject),
+      C(status) (C(pass), C(fail), C(warn) or C(skip)), C(expected), C(actual) and C(message) (one sentence for
+      people).
+    - C(name): one of C(gpu_count), C(model), C(memory), C(nvlink), C(pcie_gen), C(pcie_width), C(persistence_mode),
+      C(ecc_mode), C(ecc_errors), C(row_remap), C(mig_mode), C(driver_version), C(recovery_action), C(clocks_event),
+      C(gpu_nic_affinity).
+    - C(subject): what was checked, C(node), C(GPU<n>), C(GPU<a>-GPU<b>) or C(GPU<n>-<nic>).
   returned: always
   type: list
   elements: dict
-  contains:
-    name:
-      description:
-        - Check name, one of C(gpu_count), C(model), C(memory), C(nvlink), C(pcie_gen), C(pcie_width),
-          C(persistence_mode), C(ecc_mode), C(ecc_errors), C(row_remap), C(mig_mode), C(driver_version),
-          C(recovery_action), C(clocks_event), C(gpu_nic_affinity).
-      type: str
-    status:
-      description: C(pass), C(fail), C(warn) or C(skip).
-      type: str
-    subject:
-      description: What was checked, C(node), C(GPU<n>), C(GPU<a>-GPU<b>) or C(GPU<n>-<nic>).
-      type: str
-    expected:
-      description: The expectation.
-      type: raw
-    actual:
-      description: What was found.
-      type: raw
-    message:
-      description: One sentence for people.
-      type: str
 healthy:
-  description: True when no check failed (warnings allowed).
+  description: True when no GPU check failed (warnings allowed).
   returned: always
   type: bool
 """

@@ -168,31 +168,17 @@ devices:
       type: str
       sample: NVIDIA H200
 checks:
-  description: Every check with its verdict.
+  description:
+    - Every check with its verdict.
+    - Each check is the record every validator of this collection returns (docs/validate.md) with C(name), C(subject),
+      C(status) (C(pass), C(fail) or C(skip)), C(expected), C(actual) and C(message) (one sentence for people).
+    - C(name): C(busbw), C(wrong), C(out_of_bounds) or C(exit).
+    - C(subject): the collective, such as C(all_reduce_perf), or C(node) for a skipped check.
   returned: always
   type: list
   elements: dict
-  contains:
-    name:
-      description: C(busbw), C(wrong), C(out_of_bounds) or C(exit).
-      type: str
-    status:
-      description: C(pass), C(fail) or C(skip).
-      type: str
-    subject:
-      description: The collective, such as C(all_reduce_perf), or C(node) for a skipped check.
-      type: str
-    expected:
-      description: The expectation.
-      type: raw
-    actual:
-      description: What was found.
-      type: raw
-    message:
-      description: One sentence for people.
-      type: str
 healthy:
-  description: True when no check failed.
+  description: True when no collective failed its bandwidth or correctness check.
   returned: always
   type: bool
 """

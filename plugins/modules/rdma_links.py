@@ -142,33 +142,19 @@ ports:
       description: Every port counter, name to value; null for one whose file holds no decimal count (its limit then fails).
       type: dict
 checks:
-  description: Every check with its verdict; per-port checks use subject C(<device>/<port>), per-HCA ones C(<device>).
+  description:
+    - Every check with its verdict; per-port checks use subject C(<device>/<port>), per-HCA ones C(<device>).
+    - Each check is the record every validator of this collection returns (docs/validate.md) with C(name), C(subject),
+      C(status) (C(pass), C(fail), C(warn) or C(skip)), C(expected), C(actual) and C(message) (one sentence for
+      people).
+    - C(name): one of C(hca_count), C(state), C(phys_state), C(rate), C(link_layer), C(mtu), C(counters), C(netdev),
+      C(sm), C(pcie_link), C(fw_consistency).
+    - C(subject): what was checked.
   returned: always
   type: list
   elements: dict
-  contains:
-    name:
-      description:
-        - One of C(hca_count), C(state), C(phys_state), C(rate), C(link_layer), C(mtu), C(counters), C(netdev),
-          C(sm), C(pcie_link), C(fw_consistency).
-      type: str
-    status:
-      description: C(pass), C(fail), C(warn) or C(skip).
-      type: str
-    subject:
-      description: What was checked.
-      type: str
-    expected:
-      description: The expectation.
-      type: raw
-    actual:
-      description: What was found.
-      type: raw
-    message:
-      description: One sentence for people.
-      type: str
 healthy:
-  description: True when no check failed (warnings allowed).
+  description: True when no port or HCA check failed (warnings allowed).
   returned: always
   type: bool
 """

@@ -185,31 +185,18 @@ scratch:
       type: list
       elements: str
 checks:
-  description: C(device_free) per candidate disk, C(requested_device) per listed disk not found, C(scratch_array) and C(scratch_devices) for the node.
+  description:
+    - C(device_free) per candidate disk, C(requested_device) per listed disk not found, C(scratch_array) and
+      C(scratch_devices) for the node.
+    - Each check is the record every validator of this collection returns (docs/validate.md) with C(name), C(subject),
+      C(status) (C(pass), C(fail), C(warn) or C(skip)), C(expected), C(actual) and C(message) (one sentence for
+      people).
+    - C(subject): the disk name or C(node).
   returned: always
   type: list
   elements: dict
-  contains:
-    name:
-      description: Check name.
-      type: str
-    status:
-      description: C(pass), C(fail), C(warn) or C(skip).
-      type: str
-    subject:
-      description: The disk name or C(node).
-      type: str
-    expected:
-      description: The expectation.
-      type: raw
-    actual:
-      description: What was found.
-      type: raw
-    message:
-      description: One sentence for people.
-      type: str
 healthy:
-  description: True when no check failed.
+  description: True when no disk or node check failed.
   returned: always
   type: bool
 """

@@ -28,13 +28,8 @@ options:
     description: Directory that stands for C(/) (a copy of C(/dev), C(/proc) and C(/sys) for tests).
     type: path
     default: /
-attributes:
-  check_mode:
-    support: full
-    description: Reads the same in check mode; nothing changes in either mode.
-  diff_mode:
-    support: none
-    description: Nothing changes, so there is nothing to show.
+extends_documentation_fragment:
+  - llmforge.cluster.validator.read_only
 author:
   - llmforge.cluster maintainers (@llmforge)
 """

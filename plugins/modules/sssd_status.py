@@ -42,13 +42,8 @@ options:
     description: Seconds each C(getent) or C(sssctl) call may take; one that takes longer counts as a failed try.
     type: float
     default: 10
-attributes:
-  check_mode:
-    support: full
-    description: Reads the same in check mode; nothing changes in either mode.
-  diff_mode:
-    support: none
-    description: Nothing changes, so there is nothing to show.
+extends_documentation_fragment:
+  - llmforge.cluster.validator.read_only
 requirements:
   - C(sssctl) (Debian and Ubuntu C(sssd-tools), Rocky/RHEL C(sssd-tools)) and the InfoPipe responder it asks
     (C(sssd-dbus)).

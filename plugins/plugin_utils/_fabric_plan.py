@@ -16,6 +16,8 @@ from __future__ import annotations
 import collections
 import typing as t
 
+from ansible_collections.llmforge.cluster.plugins.module_utils._checks import require_record
+
 DEFAULT_BASE_PORT = 18515  # perftest's own default port (DEF_PORT in perftest_parameters.h)
 MAX_PORT = 65535
 PATTERNS = ('ring', 'bisection', 'all')
@@ -152,11 +154,7 @@ def _checked_test(test: object) -> dict:
 
 def _checked_result(result: object) -> dict:
     """Return a result dict after checking the keys the planner reads."""
-    if not isinstance(result, dict):
-        raise ValueError(f'result {result!r} is not a dict')
-    for key in ('client', 'server', 'rail', 'status'):
-        if key not in result:
-            raise ValueError(f'result {result!r} has no {key!r}')
+    require_record(result, ('client', 'server', 'rail', 'status'), f'result {result!r}')
     if result['status'] not in STATUSES:
         raise ValueError(f"result {result!r} has status {result['status']!r}; expected one of {', '.join(STATUSES)}")
     for key in ('client', 'server'):
@@ -274,11 +272,7 @@ def classify(failed_test: dict, retests: list[dict]) -> dict:
     starts with ``undetermined:``. ``suspects`` lists the nodes not cleared by a passing retest (both for a bad link,
     whose two ends are where to look). A node counts as failing if any of its retests failed.
     """
-    if not isinstance(failed_test, dict):
-        raise ValueError(f'failed test {failed_test!r} is not a dict')
-    for key in ('client', 'server', 'rail'):
-        if key not in failed_test:
-            raise ValueError(f'failed test {failed_test!r} has no {key!r}')
+    require_record(failed_test, ('client', 'server', 'rail'), f'failed test {failed_test!r}')
     if failed_test.get('status', 'fail') != 'fail':
         raise ValueError(f"failed test {failed_test!r} has status {failed_test['status']!r}, not 'fail'")
     client, server, rail = failed_test['client'], failed_test['server'], failed_test['rail']

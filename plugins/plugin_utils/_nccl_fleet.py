@@ -26,7 +26,7 @@ import typing as t
 
 from ansible_collections.llmforge.cluster.plugins.plugin_utils import _fabric_plan as fabric
 from ansible_collections.llmforge.cluster.plugins.module_utils._checks import (
-    FAIL, PASS, WARN, below_fleet, check, finite, healthy, natural_key, non_finite)
+    FAIL, PASS, WARN, below_fleet, check, finite, healthy, natural_key, non_finite, require_record)
 
 KINDS = ('single', 'pair', 'retest')
 JOB_NAME = 'llmforge-nccl'
@@ -129,11 +129,7 @@ def plan_retest_runs(verdicts: t.Sequence[t.Mapping[str, t.Any]], gpus: t.Mappin
 
 
 def _run_key(run: t.Mapping[str, t.Any], index: int) -> tuple[str, str, tuple[str, ...]]:
-    if not isinstance(run, t.Mapping):
-        raise NcclFleetError(f'runs[{index}] must be a mapping, got {run!r}')
-    for key in ('test', 'kind', 'nodes', 'result'):
-        if key not in run:
-            raise NcclFleetError(f'runs[{index}] has no {key!r}')
+    require_record(run, ('test', 'kind', 'nodes', 'result'), f'runs[{index}]', NcclFleetError)
     if run['kind'] not in KINDS:
         raise NcclFleetError(f"runs[{index}].kind must be one of {', '.join(KINDS)}, got {run['kind']!r}")
     nodes = run['nodes']

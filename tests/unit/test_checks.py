@@ -54,3 +54,23 @@ def test_quarantine_orders_any_node_name():
     names = ['gpu10', 'gpu2', 'gpu' + '9' * 5000, 'gpu\u00b2', '\u0663']
     ordered = quarantine._ordered(names)
     assert ordered.index('gpu2') < ordered.index('gpu10') and len(ordered) == len(names)
+
+
+class _PlanError(ValueError):
+    pass
+
+
+@pytest.mark.parametrize(('value', 'message'), [
+    (['client'], "runs[3] must be a mapping, got ['client']"),
+    (None, 'runs[3] must be a mapping, got None'),
+    ({'client': 'a'}, "runs[3] has no 'server'"),
+])
+def test_a_record_without_its_keys_is_refused_in_the_callers_words(value, message):
+    with pytest.raises(_PlanError) as raised:
+        checks.require_record(value, ('client', 'server'), 'runs[3]', _PlanError)
+    assert str(raised.value) == message
+
+
+def test_a_complete_record_is_returned_as_it_is():
+    record = {'client': 'a', 'server': 'b', 'extra': 1}
+    assert checks.require_record(record, ('client', 'server'), 'result') is record
