@@ -5,9 +5,10 @@
 Standard library only, no Ansible import. A node validator (gpu_topology, rdma_links, dcgm, ...) is one `Validator`
 defined in its own module_utils file, next to its parser; `registry()` lists them, one line each. Everything that
 runs or reports validators iterates the registry instead of naming them: the node health check (_nodecheck.py)
-checks its settings against each `Setting` schema and runs them with `run`, the report (_report.py) and the
-validate role's hardware stage take the ones whose `stages` include ``hardware``, the metrics writer asks
-`families`, and docs/validate.md's table lists `registry()`.
+checks its settings against each `Setting` schema and runs them with `run`, the report (_report.py) reads the
+result of each one whose `stages` include ``hardware`` (the validate role's hardware stage runs its module as a task
+registered ``__validate_<name>``), the metrics writer asks `families`, and docs/validate.md's table lists
+`registry()`.
 
 The protocol:
 
