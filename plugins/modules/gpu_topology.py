@@ -184,10 +184,10 @@ checks:
     - Each check is the record every validator of this collection returns (docs/validate.md) with C(name), C(subject),
       C(status) (C(pass), C(fail), C(warn) or C(skip)), C(expected), C(actual) and C(message) (one sentence for
       people).
-    - C(name): one of C(gpu_count), C(model), C(memory), C(nvlink), C(pcie_gen), C(pcie_width), C(persistence_mode),
+    - C(name) is one of C(gpu_count), C(model), C(memory), C(nvlink), C(pcie_gen), C(pcie_width), C(persistence_mode),
       C(ecc_mode), C(ecc_errors), C(row_remap), C(mig_mode), C(driver_version), C(recovery_action), C(clocks_event),
       C(gpu_nic_affinity).
-    - C(subject): what was checked, C(node), C(GPU<n>), C(GPU<a>-GPU<b>) or C(GPU<n>-<nic>).
+    - C(subject) is what was checked, C(node), C(GPU<n>), C(GPU<a>-GPU<b>) or C(GPU<n>-<nic>).
   returned: always
   type: list
   elements: dict

@@ -172,8 +172,8 @@ checks:
     - Every check with its verdict.
     - Each check is the record every validator of this collection returns (docs/validate.md) with C(name), C(subject),
       C(status) (C(pass), C(fail) or C(skip)), C(expected), C(actual) and C(message) (one sentence for people).
-    - C(name): C(busbw), C(wrong), C(out_of_bounds) or C(exit).
-    - C(subject): the collective, such as C(all_reduce_perf), or C(node) for a skipped check.
+    - C(name) is C(busbw), C(wrong), C(out_of_bounds) or C(exit).
+    - C(subject) is the collective, such as C(all_reduce_perf), or C(node) for a skipped check.
   returned: always
   type: list
   elements: dict

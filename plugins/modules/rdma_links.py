@@ -147,9 +147,9 @@ checks:
     - Each check is the record every validator of this collection returns (docs/validate.md) with C(name), C(subject),
       C(status) (C(pass), C(fail), C(warn) or C(skip)), C(expected), C(actual) and C(message) (one sentence for
       people).
-    - C(name): one of C(hca_count), C(state), C(phys_state), C(rate), C(link_layer), C(mtu), C(counters), C(netdev),
+    - C(name) is one of C(hca_count), C(state), C(phys_state), C(rate), C(link_layer), C(mtu), C(counters), C(netdev),
       C(sm), C(pcie_link), C(fw_consistency).
-    - C(subject): what was checked.
+    - C(subject) is what was checked.
   returned: always
   type: list
   elements: dict

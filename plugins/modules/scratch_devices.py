@@ -191,7 +191,7 @@ checks:
     - Each check is the record every validator of this collection returns (docs/validate.md) with C(name), C(subject),
       C(status) (C(pass), C(fail), C(warn) or C(skip)), C(expected), C(actual) and C(message) (one sentence for
       people).
-    - C(subject): the disk name or C(node).
+    - C(subject) is the disk name or C(node).
   returned: always
   type: list
   elements: dict
