@@ -24,8 +24,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 def render(role: str, template: str, inventory: dict[str, t.Any], tasks: str = 'preflight.yml',
            os_family: str = 'Debian', extra_vars: t.Optional[dict[str, t.Any]] = None,
            render_hosts: t.Optional[list[str]] = None, base_roles: t.Sequence[str] = (),
-           published: t.Optional[dict[str, str]] = None) -> dict[str, t.Any]:
+           published: t.Optional[dict[str, str]] = None, text: t.Optional[str] = None) -> dict[str, t.Any]:
     """{'hosts': {host: rendered text}} for every host of inventory['hosts'], or {'error': the first refusal}.
+
+    template: a file of the role's templates/; text: template text given here instead (template is then ignored).
 
     inventory: {'hosts': {host: {variables, ansible_facts ...}}, 'groups': {group: [hosts]}}.
     render_hosts: only these hosts run the tasks and render (the controller of a 4,096-node inventory).
@@ -34,7 +36,7 @@ def render(role: str, template: str, inventory: dict[str, t.Any], tasks: str = '
     """
     request = {'role': role, 'template': template, 'tasks': tasks, 'os_family': os_family,
                'inventory': inventory, 'extra_vars': extra_vars or {}, 'render_hosts': render_hosts,
-               'base_roles': list(base_roles), 'published': published or {}}
+               'base_roles': list(base_roles), 'published': published or {}, 'text': text}
     proc = subprocess.run([sys.executable, __file__], input=json.dumps(request), capture_output=True, text=True,
                           timeout=900, check=False)
     if proc.returncode != 0:
@@ -141,7 +143,7 @@ def _main() -> None:  # pragma: no cover - runs in the child process
         for task in tasks:
             for host in (targets[:1] if task.get('run_once') else targets):
                 run_task(task, host)
-        text = (role_dir / 'templates' / request['template']).read_text(encoding='utf-8')
+        text = request.get('text') or (role_dir / 'templates' / request['template']).read_text(encoding='utf-8')
         result['hosts'] = {host: templar_for(host).template(trust_as_template(text)) for host in targets}
     except Exception as err:  # pylint: disable=broad-exception-caught
         result = {'error': str(err)}
