@@ -5,7 +5,8 @@ from __future__ import annotations
 
 
 class ModuleDocFragment:
-    """What the validator modules (gpu_topology, rdma_links, nccl_tests, scratch_devices) share."""
+    """What the validator modules (gpu_topology, rdma_links, nccl_tests, scratch_devices, dcgm_diag) share; their
+    argument_spec gets fail_on_mismatch from _module_errors.validator_options."""
 
     DOCUMENTATION = r"""
 options:

@@ -107,27 +107,30 @@ class DcgmDiagError(Exception):
 
 
 @dataclasses.dataclass
-class EntityResult:
-    """One test's outcome on one entity (GPU3, CPU0) or, for a result that names none, the node."""
+class Outcome:
+    """A status with the warnings and info lines that came with it: what dcgmi prints per entity and per test."""
 
-    entity: str
-    gpus: t.List[int]
     status: str
     warnings: t.List[t.Dict[str, t.Any]]
     info: t.List[str]
 
 
 @dataclasses.dataclass
-class DiagTest:
+class EntityResult(Outcome):
+    """One test's outcome on one entity (GPU3, CPU0) or, for a result that names none, the node."""
+
+    entity: str = ''
+    gpus: t.List[int] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class DiagTest(Outcome):
     """One test (plugin): its name as printed, its key (4.x plugin name), category, status and results."""
 
-    name: str
-    key: str
-    category: str
-    status: str
-    results: t.List[EntityResult]
-    warnings: t.List[t.Dict[str, t.Any]]
-    info: t.List[str]
+    name: str = ''
+    key: str = ''
+    category: str = ''
+    results: t.List[EntityResult] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -304,17 +307,11 @@ def _test(test: t.Dict[str, t.Any], category: str, path: str) -> DiagTest:
             label, gpus = _entity(item, where)
             if 'status' not in item:
                 raise DcgmDiagError(f"{where}: no 'status'")
-            results.append(EntityResult(label, gpus, _status(item['status'], f'{where}.status'),
-                                        _warnings(item.get('warnings'), f'{where}.warnings'),
-                                        _text_list(item.get('info'), f'{where}.info')))
-    summary_status, summary_warnings, summary_info = None, [], []
+            results.append(EntityResult(**_outcome(item, where), entity=label, gpus=gpus))
+    summary = {'status': None, 'warnings': [], 'info': []}
     if test.get('test_summary') is not None:
-        summary = _expect(test['test_summary'], dict, f'{path}.test_summary')
-        if 'status' in summary:
-            summary_status = _status(summary['status'], f'{path}.test_summary.status')
-        summary_warnings = _warnings(summary.get('warnings'), f'{path}.test_summary.warnings')
-        summary_info = _text_list(summary.get('info'), f'{path}.test_summary.info')
-    statuses = [result.status for result in results] + ([summary_status] if summary_status else [])
+        summary = _outcome(_expect(test['test_summary'], dict, f'{path}.test_summary'), f'{path}.test_summary')
+    statuses = [result.status for result in results] + ([summary['status']] if summary['status'] else [])
     if FAIL in statuses:
         status = FAIL
     elif WARN in statuses:
@@ -323,7 +320,15 @@ def _test(test: t.Dict[str, t.Any], category: str, path: str) -> DiagTest:
         status = PASS
     else:
         status = SKIP
-    return DiagTest(name, plugin_key(name), category, status, results, summary_warnings, summary_info)
+    return DiagTest(status=status, warnings=summary['warnings'], info=summary['info'], name=name, key=plugin_key(name),
+                    category=category, results=results)
+
+
+def _outcome(item: t.Dict[str, t.Any], where: str) -> t.Dict[str, t.Any]:
+    """The status (None when the item has none), warnings and info of one result or test summary at `where`."""
+    status = _status(item['status'], f'{where}.status') if 'status' in item else None
+    return {'status': status, 'warnings': _warnings(item.get('warnings'), f'{where}.warnings'),
+            'info': _text_list(item.get('info'), f'{where}.info')}
 
 
 def _root(document: t.Dict[str, t.Any]) -> t.Tuple[str, t.Dict[str, t.Any]]:

@@ -57,6 +57,12 @@ def positive(module: t.Any, name: str, **empty: t.Any) -> None:
         module.fail_json(msg=f'{name} must be a positive number of seconds, got {module.params[name]}', **empty)
 
 
+def validator_options(**options: t.Any) -> t.Dict[str, t.Any]:
+    """The argument_spec of a validator module: its own `options` and fail_on_mismatch, which every validator takes
+    (documented once, by the llmforge.cluster.validator doc fragment)."""
+    return dict(options, fail_on_mismatch=dict(type='bool', default=True))
+
+
 def run_validator(module: t.Any, work: t.Callable[[Input], t.Mapping[str, t.Any]], errors: t.Tuple[type, ...],
                   summary: t.Callable[[t.Any], str], what: str = '', **empty: t.Any) -> None:
     """The main() of a validator module (gpu_topology, rdma_links, nccl_tests, scratch_devices) after its options.

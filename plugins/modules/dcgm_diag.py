@@ -248,14 +248,13 @@ from ansible_collections.llmforge.cluster.plugins.module_utils import _module_er
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
+        argument_spec=errors.validator_options(
             level=dict(type='int', choices=list(dcgm.LEVELS), default=1),
             timeout=dict(type='int'),
             dcgmi_path=dict(type='path', default='dcgmi'),
             output=dict(type='path'),
             gpus=dict(type='list', elements='int'),
             reason_prefix=dict(type='str', default=dcgm.REASON_PREFIX),
-            fail_on_mismatch=dict(type='bool', default=True),
         ),
         supports_check_mode=True,
     )

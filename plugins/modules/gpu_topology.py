@@ -206,12 +206,11 @@ from ansible_collections.llmforge.cluster.plugins.module_utils import _module_er
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
+        argument_spec=errors.validator_options(
             profile=dict(type='str', choices=_gpu_catalog.profiles()),
             expected=dict(type='dict', default={}),
             nvidia_smi_path=dict(type='path', default='nvidia-smi'),
             timeout=dict(type='int', default=30),
-            fail_on_mismatch=dict(type='bool', default=True),
         ),
         supports_check_mode=True,
     )

@@ -191,13 +191,12 @@ from ansible_collections.llmforge.cluster.plugins.module_utils import _nccl_test
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
+        argument_spec=errors.validator_options(
             command=dict(type='list', elements='str'),
             output_file=dict(type='path'),
             timeout=dict(type='int', default=600),
             min_busbw_gbps=dict(type='float'),
             plateau_min_bytes=dict(type='int', default=1073741824),
-            fail_on_mismatch=dict(type='bool', default=True),
         ),
         mutually_exclusive=[('command', 'output_file')],
         required_one_of=[('command', 'output_file')],

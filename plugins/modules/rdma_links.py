@@ -167,10 +167,9 @@ from ansible_collections.llmforge.cluster.plugins.module_utils import _rdma_link
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
+        argument_spec=errors.validator_options(
             sysfs_root=dict(type='path', default='/sys'),
             expected=dict(type='dict', default={}),
-            fail_on_mismatch=dict(type='bool', default=True),
         ),
         supports_check_mode=True,
     )

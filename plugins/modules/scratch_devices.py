@@ -212,7 +212,7 @@ from ansible_collections.llmforge.cluster.plugins.module_utils import _scratch_d
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
+        argument_spec=errors.validator_options(
             devices=dict(type='list', elements='path', default=[]),
             model_regex=dict(type='str', default=''),
             min_size=dict(type='str', default='0'),
@@ -225,7 +225,6 @@ def main():
             proc_root=dict(type='path', default='/proc'),
             mdadm_conf_path=dict(type='list', elements='path', default=['/etc/mdadm/mdadm.conf', '/etc/mdadm.conf']),
             timeout=dict(type='int', default=30),
-            fail_on_mismatch=dict(type='bool', default=True),
         ),
         supports_check_mode=True,
     )

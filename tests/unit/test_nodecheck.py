@@ -405,8 +405,8 @@ def test_slurm_failure_is_reported_with_exit_3(node, monkeypatch, capsys):
     ('{"timeout": 90}', 'timeout must be a number of seconds in (0, 50]'),
     ('{"timeout": true}', 'timeout must be a number'),
     ('{"validators": {"gpu": {}}}', 'validators must be an object with keys among gpu_topology, rdma_links, dcgm'),
-    ('{"validators": {"gpu_topology": {"profile": "h300"}}}', 'validators: '),
-    ('{"validators": {"rdma_links": {"expected": {"hca_cnt": 8}}}}', 'validators: '),
+    ('{"validators": {"gpu_topology": {"profile": "h300"}}}', 'validators.gpu_topology: '),
+    ('{"validators": {"rdma_links": {"expected": {"hca_cnt": 8}}}}', "validators.rdma_links: unknown key 'expected.hca_cnt'"),
     ('{"drain": "yes"}', 'drain must be true or false'),
 ])
 def test_bad_expectation_files_are_named_and_exit_2(tmp_path, capsys, content, message):

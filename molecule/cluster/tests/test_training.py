@@ -243,8 +243,8 @@ def test_a_lock_that_cannot_be_installed_leaves_the_environment_in_use(hosts, ct
                           playbook='llmforge.cluster.training')
     assert result.returncode != 0
     text = said(result)
-    assert 'pip could not install training_env_requirements from the wheelhouse /tmp/llmforge-empty-wheelhouse ' \
-           '(training_env_wheelhouse)' in text, text[-3000:]
+    assert 'pip could not install the lock from the wheelhouse /tmp/llmforge-empty-wheelhouse' in text, text[-3000:]
+    assert 'The lock is training_env_requirements; pip installs from training_env_wheelhouse.' in text
     assert f'Nothing was replaced: {ENV} still points where it did' in text
     assert ctl.file(ENV).linked_to == before
     leftovers = ctl.check_output(f'ls {ENVS}').split()

@@ -99,8 +99,8 @@ def check_validators(given: t.Any) -> dict[str, dict[str, t.Any]]:
             prepared[name] = known[name].prepare(settings)
         except Exception as err:  # pylint: disable=broad-except  # an expectation the checks choke on
             if isinstance(err, known[name].errors):
-                raise ConfigError(f'validators: {err}') from None
-            raise ConfigError(f'validators: unexpected {_unexpected(err)}') from None
+                raise ConfigError(f'validators.{name}: {err}') from None
+            raise ConfigError(f'validators.{name}: unexpected {_unexpected(err)}') from None
     return prepared
 
 
