@@ -119,18 +119,18 @@ class Outcome:
 class EntityResult(Outcome):
     """One test's outcome on one entity (GPU3, CPU0) or, for a result that names none, the node."""
 
-    entity: str = ''
-    gpus: t.List[int] = dataclasses.field(default_factory=list)
+    entity: str
+    gpus: t.List[int]
 
 
 @dataclasses.dataclass
 class DiagTest(Outcome):
     """One test (plugin): its name as printed, its key (4.x plugin name), category, status and results."""
 
-    name: str = ''
-    key: str = ''
-    category: str = ''
-    results: t.List[EntityResult] = dataclasses.field(default_factory=list)
+    name: str
+    key: str
+    category: str
+    results: t.List[EntityResult]
 
 
 @dataclasses.dataclass
