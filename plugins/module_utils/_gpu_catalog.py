@@ -248,3 +248,166 @@ def node_facts(host: str, values: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
                  gpu_count=gpus['gpu_count'], fabric_manager=bool(record and record.fabric_manager),
                  open_kernel_module=bool(record and record.open_kernel_module))
     return facts
+
+
+# --- Xid and SXid classes: what a fault the driver logs means for the node -------------------------------------------
+
+# The repairs a fault can need, cheapest first: `none` (an application fault: restart the application), `reset`
+# (reset the GPU: nvidia-smi -r, or a reboot where a reset is not possible), `reboot` (reboot the node), `rma`
+# (hands on the hardware: contact support / the vendor). A class's tier is the cheapest repair that clears it.
+TIERS = ('none', 'reset', 'reboot', 'rma')
+
+
+@dataclasses.dataclass(frozen=True)
+class FaultClass:
+    """What one Xid (or NVSwitch SXid) code means for the node.
+
+    ``node_fault``: the GPU (or switch) cannot be trusted with the next job until repaired (the node drains);
+    False for application faults, which end the job that caused them and leave the GPU healthy. ``tier``: the
+    cheapest repair that clears it (TIERS). ``hardware``: the class is a hardware failure, so a repeat after the
+    repair means the part goes back (RMA). ``action``: NVIDIA's resolution bucket (immediate action) the record
+    follows, ``sources`` where that comes from and why the record departs from it, if it does.
+    """
+
+    code: int
+    title: str
+    node_fault: bool
+    tier: str
+    hardware: bool
+    action: str
+    sources: str
+
+
+_XID_CATALOG = "NVIDIA Xid catalog (docs.nvidia.com/deploy/xid-errors, Ampere and newer): immediate action"
+
+
+def _xid(code: int, title: str, node_fault: bool, tier: str, hardware: bool, action: str, why: str = '') -> FaultClass:
+    sources = f'{_XID_CATALOG} {action}' + (f'; {why}' if why else '')
+    return FaultClass(code, title, node_fault, tier, hardware, action, sources)
+
+
+def _app(code: int, title: str, action: str = 'RESTART_APP', why: str = '') -> FaultClass:
+    """An application fault: the job that caused it ends, the GPU stays healthy."""
+    return _xid(code, title, False, 'none', False, action, why)
+
+
+# One record per Xid code the driver logs on Ampere and newer GPUs (codes NVIDIA lists as unused are left out).
+# Unknown codes (not below: a newer driver's, or one NVIDIA lists as unused) are a node fault with tier `reboot` and
+# hardware false (`xid_class`): a node that logs what we cannot judge is drained and rebooted, not trusted, and a
+# person reads the log before anything goes back to the vendor.
+XID_RECORDS: tuple[FaultClass, ...] = (
+    _app(8, 'GPU stopped processing (channel idle timeout)'),
+    _app(11, 'Invalid or corrupted push buffer stream'),
+    _app(13, 'Graphics Engine Exception (an out-of-range address or illegal instruction in the application)'),
+    _app(25, 'Invalid or illegal push buffer stream'),
+    _app(31, 'GPU memory page fault (an illegal address in the application)'),
+    _app(32, 'Invalid or corrupted push buffer stream (DMA controller)'),
+    _app(37, 'Driver firmware error (unimplemented method)', 'IGNORE'),
+    _app(38, 'Driver firmware error (watchdog timeout)', 'IGNORE'),
+    *(_app(code, f'Copy Engine {number} exception') for number, code in
+      enumerate((39, 40, 41, 70, 71, 72, 75, 76, 77, 85, 126, 127, 128, 129, 130, 131, 132, 133, 134, 135))),
+    _app(43, 'GPU stopped processing (the application hit a software-induced fault; the GPU stays healthy)', 'IGNORE'),
+    _app(44, 'Graphics Engine fault during context switch', 'IGNORE'),
+    _app(45, 'Preemptive cleanup after a previous error or an aborted application', 'WORKFLOW_XID_45',
+         'alone it is an application torn down (Ctrl-C, kill); with another Xid, that one is judged'),
+    _xid(46, 'GPU stopped processing (GPU timeout)', True, 'reset', False, 'RESET_GPU'),
+    _xid(48, 'Double Bit ECC Error (uncorrectable memory error)', True, 'reset', True, 'WORKFLOW_XID_48',
+         'a GPU reset or a reboot clears it; repeated, the memory is failing'),
+    _xid(54, 'Auxiliary power is not connected to the GPU board', True, 'rma', True, 'CHECK_MECHANICALS',
+         'hands on the node: a power cable'),
+    _app(60, 'Video processor exception'),
+    _xid(62, 'Internal micro-controller halt', True, 'reset', False, 'RESET_GPU'),
+    _xid(63, 'GPU memory row remapping event (a row is marked for remapping)', True, 'reset', True, 'IGNORE',
+         'the remap takes effect only after a GPU reset, so the GPU is reset before the next job'),
+    _xid(64, 'GPU memory row remapping failure', True, 'reset', True, 'RESET_GPU',
+         'investigatory action CONTACT_SUPPORT: a repeat sends the GPU back'),
+    _app(66, 'Illegal access by driver (register access violation)', 'IGNORE'),
+    _app(67, 'Illegal access by driver (verification violation)', 'IGNORE'),
+    _app(68, 'NVDEC0 exception'),
+    _app(69, 'Graphics Engine class error'),
+    _xid(74, 'NVLink error', True, 'reset', True, 'WORKFLOW_NVLINK_ERR',
+         'a GPU reset or a reboot clears it; repeated, the link or the GPU at either end is failing'),
+    _xid(79, 'GPU has fallen off the bus', True, 'reboot', True, 'RESTART_BM',
+         'investigatory action CONTACT_SUPPORT'),
+    _app(80, 'Corrupted data sent to GPU'),
+    *(_app(code, f'{engine} error') for code, engine in (
+        (82, 'NVJPG0'), (83, 'NVDEC1'), (84, 'NVDEC2'), (88, 'NVDEC3'), (89, 'NVDEC4'), (96, 'NVDEC5'), (97, 'NVDEC6'),
+        (98, 'NVDEC7'), (99, 'NVJPG1'), (100, 'NVJPG2'), (101, 'NVJPG3'), (102, 'NVJPG4'), (103, 'NVJPG5'),
+        (104, 'NVJPG6'), (105, 'NVJPG7'), (86, 'OFA0'), (139, 'OFA1'))),
+    _xid(92, 'High single-bit ECC error rate', True, 'reset', True, 'IGNORE',
+         'investigatory action CONTACT_SUPPORT: the memory is degrading, so the node drains until a reset and a '
+         'repeat sends the GPU back'),
+    _app(93, 'Non-fatal violation of the provisioned InfoROM wear limit', 'IGNORE'),
+    _xid(94, 'Contained memory error (one application ended)', True, 'reset', True, 'RESTART_APP',
+         'NVIDIA recommends a GPU reset when convenient: the node drains so that it happens before the next job'),
+    _xid(95, 'Uncontained memory error', True, 'reset', True, 'RESET_GPU'),
+    _app(106, 'SMBPBI test message', 'IGNORE'),
+    _app(107, 'SMBPBI test message (silent)', 'IGNORE'),
+    _xid(109, 'Context switch timeout error', True, 'reset', False, 'RESET_GPU'),
+    _xid(110, 'Security fault error', True, 'reboot', True, 'RESET_GPU',
+         'the catalog asks for a cold reset of the system and says it is uncommon unless the hardware failed'),
+    _xid(119, 'GSP RPC timeout', True, 'reset', False, 'RESET_GPU'),
+    _xid(120, 'GSP error', True, 'reset', False, 'RESET_GPU'),
+    _app(121, 'C2C NVLink corrected errors (no operational impact)', 'IGNORE'),
+    _xid(136, 'NVLink link training failed', True, 'reset', True, 'RESET_GPU',
+         'investigatory action INVESTIGATE_LINK_SI (signal integrity)'),
+    _app(137, 'NVLink privilege error (an illegal peer-to-peer access by the application)', 'IGNORE'),
+    _xid(140, 'ECC unrecovered error (page offlining or row remapping interrupted)', True, 'reset', True, 'RESET_GPU'),
+    _app(141, 'CUDA fast path error', 'IGNORE'),
+    _xid(143, 'GPU initialization error', True, 'reset', False, 'RESET_GPU'),
+    *(_xid(code, f'NVLink {unit} error', True, 'reset', True, 'WORKFLOW_NVLINK5_ERR',
+           'the severity depends on the sub-code the line carries; every one is drained until a GPU reset')
+      for code, unit in ((144, 'SAW'), (145, 'RLW'), (146, 'TLW'), (147, 'TREX'), (148, 'NVLPW_CTRL'), (149, 'NETIR'),
+                         (150, 'MSE'))),
+    _xid(154, 'GPU recovery action changed', True, 'reboot', False, 'XID_154',
+         'it names the action another Xid needs ("... to 0x2 (Node Reboot Required)"): the line text decides '
+         '(kernel_faults reads it), this record stands for a text it cannot read'),
+    _xid(155, 'NVLink software-defined error (link down)', True, 'reset', False, 'RESET_GPU'),
+    _xid(156, 'Resource retirement event', True, 'reset', True, 'RESET_GPU'),
+    _app(157, 'Resource retirement failure (no spare resources left)', 'IGNORE'),
+    _xid(158, 'GPU fatal timeout', True, 'reset', False, 'RESET_GPU'),
+    _app(160, 'Channel retirement event', 'IGNORE'),
+    _app(161, 'Channel retirement failure', 'IGNORE'),
+)
+XID_CLASSES: dict[int, FaultClass] = {record.code: record for record in XID_RECORDS}
+
+# Xid 154's text names the recovery action the driver now asks for: the class of each.
+RECOVERY_ACTIONS: dict[str, tuple[bool, str]] = {
+    'none': (False, 'none'),
+    'drain p2p': (True, 'reset'),
+    'drain and reset': (True, 'reset'),
+    'gpu reset required': (True, 'reset'),
+    'node reboot required': (True, 'reboot'),
+}
+
+_SXID_SOURCES = ('NVIDIA Xid and SXid errors (docs.nvidia.com/deploy/xid-errors) and the Fabric Manager user guide: '
+                 'the driver prints each SXid as Fatal or Non-fatal; a fatal one leaves the NVSwitch (and the GPUs '
+                 'behind it) unusable until the switches and GPUs are reset, which on an HGX board is a reboot')
+
+
+def xid_class(code: int) -> FaultClass:
+    """The class of Xid `code`; an unknown code is a node fault with tier `reboot`, not hardware (see XID_CLASSES)."""
+    found = XID_CLASSES.get(code)
+    if found is not None:
+        return found
+    return FaultClass(code, f'unknown Xid {code}', True, 'reboot', False, 'UNKNOWN',
+                      'not in the catalog this collection carries: drained and rebooted until someone reads the log')
+
+
+def xid154_class(text: str) -> FaultClass:
+    """Xid 154's class from its text (`GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)`)."""
+    base = XID_CLASSES[154]
+    lowered = text.lower()
+    target = lowered.rsplit(' to ', 1)[-1] if ' to ' in lowered else ''
+    for words, (node_fault, tier) in RECOVERY_ACTIONS.items():
+        if f'({words})' in target:
+            return dataclasses.replace(base, title=f'{base.title}: {words}', node_fault=node_fault, tier=tier)
+    return base
+
+
+def sxid_class(code: int, fatal: bool) -> FaultClass:
+    """The class of NVSwitch SXid `code` as the driver printed it: fatal is a node fault (tier reboot), non-fatal
+    is not (the switch corrected or contained it; counted, not drained)."""
+    if fatal:
+        return FaultClass(code, f'NVSwitch fatal error (SXid {code})', True, 'reboot', False, 'RESTART_BM', _SXID_SOURCES)
+    return FaultClass(code, f'NVSwitch non-fatal error (SXid {code})', False, 'none', False, 'IGNORE', _SXID_SOURCES)

@@ -40,7 +40,7 @@ import typing as t
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import _prometheus as prometheus
 from ansible_collections.llmforge.cluster.plugins.module_utils import _slurm_drain as drain
-from ansible_collections.llmforge.cluster.plugins.module_utils._checks import FAIL, check
+from ansible_collections.llmforge.cluster.plugins.module_utils._checks import FAIL, check, finite
 from ansible_collections.llmforge.cluster.plugins.module_utils._module_errors import Input, detail
 
 # A node health check must finish within Slurm's 60 s: no time limit above this.
@@ -95,6 +95,13 @@ def seconds(value: t.Any, field: str) -> float:
     return value
 
 
+def number(value: t.Any, field: str) -> float:
+    """A finite number of 0 or more (a Unix time, a count)."""
+    if finite(value) is None or value < 0:
+        raise SettingsError(f'{field} must be a number of 0 or more, got {value!r}')
+    return value
+
+
 def mapping(value: t.Any, field: str) -> dict[str, t.Any]:
     if not isinstance(value, dict):
         raise SettingsError(f'{field} must be an object, got {type_name(value)}')
@@ -107,6 +114,7 @@ KINDS: dict[str, tuple[t.Callable[..., t.Any], str]] = {
     'command': (command, 'command name or absolute path'),
     'directory': (directory, 'absolute path'),
     'seconds': (seconds, f'seconds, at most {MAX_SECONDS}'),
+    'number': (number, 'number'),
     'object': (mapping, 'object'),
 }
 
@@ -208,11 +216,13 @@ _EXTRA: dict[str, Validator] = {}
 def registry() -> dict[str, Validator]:
     """Every node validator by name, in the order they run and are reported."""
     # pylint: disable=import-outside-toplevel  # each validator's file imports this one for the protocol
-    from ansible_collections.llmforge.cluster.plugins.module_utils import _dcgm_diag, _gpu_topology, _rdma_links
+    from ansible_collections.llmforge.cluster.plugins.module_utils import (
+        _dcgm_diag, _gpu_topology, _kernel_log, _rdma_links)
     found = (
         _gpu_topology.VALIDATOR,
         _rdma_links.VALIDATOR,
         _dcgm_diag.VALIDATOR,
+        _kernel_log.VALIDATOR,
     )
     return {validator.name: validator for validator in (*found, *_EXTRA.values())}
 

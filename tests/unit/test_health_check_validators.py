@@ -59,7 +59,7 @@ def test_the_selftest_refuses_an_unknown_validator_naming_the_variables():
     assert done.returncode == 1 and 'Traceback' not in done.stderr, done.stderr
     assert done.stderr.strip() == (
         'health check expectation (gpu_profile, gpu_expected, rdma_expected, slurm_node_health_check_*): '
-        'validators must be an object with keys among gpu_topology, rdma_links, dcgm')
+        'validators must be an object with keys among gpu_topology, rdma_links, dcgm, kernel_faults')
 
 
 def test_the_selftest_accepts_the_default_expectation():

@@ -155,12 +155,17 @@ def test_tag_runs_reads_async_and_retest_loop_results():
 
 def test_ready_nodes_are_those_whose_validators_passed():
     hostvars = {
-        'a': {'__validate_gpu_topology': {'healthy': True}, '__validate_rdma_links': {'healthy': True}},
-        'b': {'__validate_gpu_topology': {'healthy': False}, '__validate_rdma_links': {'healthy': True}},
-        'c': {'__validate_gpu_topology': {'healthy': True, 'failed': True}, '__validate_rdma_links': {'healthy': True}},
+        'a': {'__validate_gpu_topology': {'healthy': True}, '__validate_rdma_links': {'healthy': True},
+              '__validate_kernel_faults': {'healthy': True}},
+        'b': {'__validate_gpu_topology': {'healthy': False}, '__validate_rdma_links': {'healthy': True},
+              '__validate_kernel_faults': {'healthy': True}},
+        'c': {'__validate_gpu_topology': {'healthy': True, 'failed': True}, '__validate_rdma_links': {'healthy': True},
+              '__validate_kernel_faults': {'healthy': True}},
         'd': {},
+        'e': {'__validate_gpu_topology': {'healthy': True}, '__validate_rdma_links': {'healthy': True},
+              '__validate_kernel_faults': {'healthy': False}},
     }
-    assert filters.nccl_ready_nodes(['a', 'b', 'c', 'd'], hostvars) == ['a']
+    assert filters.nccl_ready_nodes(['a', 'b', 'c', 'd', 'e'], hostvars) == ['a']
 
 
 # --- planning the runs -----------------------------------------------------------------------------

@@ -411,16 +411,19 @@ def test_filters(results):
 
 
 def test_validator_results_reads_the_registered_results_from_hostvars(results):
+    kernel = {'checks': [], 'healthy': True, 'events': []}
     hostvars = {
         'gpu1': {'__validate_gpu_topology': results['gpu10']['gpu_topology'],
-                 '__validate_rdma_links': results['gpu10']['rdma_links'], 'gpu_count': 8},
+                 '__validate_rdma_links': results['gpu10']['rdma_links'], '__validate_kernel_faults': kernel,
+                 'gpu_count': 8},
         'gpu2': {'__validate_rdma_links': results['gpu10']['rdma_links']},
     }
     training = {'checks': [], 'healthy': True}
     collected = report_filters.validator_results(['gpu1', 'gpu2'], hostvars, {'training': {'gpu2': training}})
-    assert collected['gpu1'] == {'gpu_topology': results['gpu10']['gpu_topology'], 'rdma_links': results['gpu10']['rdma_links']}
+    assert collected['gpu1'] == {'gpu_topology': results['gpu10']['gpu_topology'],
+                                 'rdma_links': results['gpu10']['rdma_links'], 'kernel_faults': kernel}
     assert collected['gpu2'] == {'gpu_topology': rep.UNREACHABLE, 'rdma_links': results['gpu10']['rdma_links'],
-                                 'training': training}
+                                 'kernel_faults': rep.UNREACHABLE, 'training': training}
     assert report_filters.validator_results([], hostvars) == {}
     with pytest.raises(AnsibleFilterError, match='^validator_results: verdicts'):
         report_filters.validator_results(['gpu1'], hostvars, {'training': 'x'})

@@ -71,11 +71,12 @@ def _run(settings: dict[str, t.Any]) -> dict[str, t.Any]:
 # --- the registry ----------------------------------------------------------------------------------
 
 def test_the_registry_lists_the_collections_validators_in_order():
-    assert list(validators.registry()) == ['gpu_topology', 'rdma_links', 'dcgm']
-    assert list(validators.in_stage('hardware')) == ['gpu_topology', 'rdma_links']
-    assert list(validators.in_stage('health_check')) == ['gpu_topology', 'rdma_links', 'dcgm']
+    assert list(validators.registry()) == ['gpu_topology', 'rdma_links', 'dcgm', 'kernel_faults']
+    assert list(validators.in_stage('hardware')) == ['gpu_topology', 'rdma_links', 'kernel_faults']
+    assert list(validators.in_stage('health_check')) == ['gpu_topology', 'rdma_links', 'dcgm', 'kernel_faults']
     assert dict(report.REGISTERED_VALIDATORS) == {'gpu_topology': '__validate_gpu_topology',
-                                                  'rdma_links': '__validate_rdma_links'}
+                                                  'rdma_links': '__validate_rdma_links',
+                                                  'kernel_faults': '__validate_kernel_faults'}
 
 
 @pytest.mark.parametrize('validator', list(validators.registry().values()), ids=lambda v: v.name)
