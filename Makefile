@@ -50,7 +50,7 @@ image-debian12: docker
 WHEELHOUSE_LOCK := molecule/resources/files/training-cp311.lock
 build/wheelhouse/.complete: $(WHEELHOUSE_LOCK) | venv
 	pip download --quiet --require-hashes --no-deps --only-binary=:all: --python-version 3.11 \
-	    --platform manylinux_2_28_x86_64 --dest build/wheelhouse --requirement $(WHEELHOUSE_LOCK)
+	    --platform manylinux_2_28_x86_64 --platform manylinux_2_5_x86_64 --dest build/wheelhouse --requirement $(WHEELHOUSE_LOCK)
 	touch $@
 
 wheelhouse: build/wheelhouse/.complete

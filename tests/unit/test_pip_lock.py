@@ -18,11 +18,11 @@ SCENARIO_LOCK = (ROOT / 'molecule' / 'resources' / 'files' / 'training-cp311.loc
 A, B, C = 'a' * 64, 'b' * 64, 'c' * 64
 
 
-def test_the_scenario_lock_reads_as_ten_pinned_hashed_packages():
+def test_the_scenario_lock_reads_as_twelve_pinned_hashed_packages():
     requirements = pip_lock.parse(SCENARIO_LOCK)
     assert [item['name'] for item in requirements] == [
-        'filelock', 'fsspec', 'jinja2', 'markupsafe', 'mpmath', 'networkx', 'numpy', 'setuptools', 'sympy', 'torch',
-        'typing-extensions']
+        'filelock', 'fsspec', 'jinja2', 'markupsafe', 'mpmath', 'networkx', 'numpy', 'py-spy', 'setuptools', 'sympy',
+        'torch', 'typing-extensions']
     torch = requirements[-2]
     assert torch['version'] == '2.13.0+cpu' and len(torch['hashes']) == 1 and len(torch['hashes'][0]) == 64
 
@@ -106,4 +106,4 @@ def test_bad_settings_name_their_variable(args, variable):
 def test_the_filter_turns_errors_into_filter_errors():
     with pytest.raises(AnsibleFilterError, match="training_env_requirements: line 1: 'torch>=2' is not pinned"):
         training_env_plan('torch>=2', 'train', '/envs')
-    assert training_env_plan(SCENARIO_LOCK, 'llmforge-train', '/shared/envs')['count'] == 11
+    assert training_env_plan(SCENARIO_LOCK, 'llmforge-train', '/shared/envs')['count'] == 12

@@ -365,7 +365,16 @@ def test_a_single_process_learns_and_checkpoints(fresh_run):
     assert (summary['first_step'], summary['last_step'], summary['resumed_step'], summary['exit_reason']) == \
         (1, 30, 0, 'target')
     assert [checkpoint['step'] for checkpoint in summary['checkpoints']] == [10, 20, 30]
-    assert sorted(path.name for path in run_dir.iterdir()) == ['step_00000010', 'step_00000020', 'step_00000030']
+    assert sorted(path.name for path in run_dir.iterdir()) == [
+        'failed', 'heartbeat', 'stacks', 'step_00000010', 'step_00000020', 'step_00000030', 'steps']
+    for name in ('failed', 'heartbeat', 'stacks', 'steps'):
+        assert stat.S_IMODE((run_dir / name).stat().st_mode) == 0o700
+    steps = [json.loads(line) for line in (run_dir / 'steps' / 'rank-0.jsonl').read_text().splitlines()]
+    assert [line['step'] for line in steps] == list(range(1, 31)) and summary['stragglers'] == []
+    assert all(0 < line['compute_seconds'] <= line['seconds'] and line['rank'] == 0 for line in steps)
+    heartbeat = json.loads((run_dir / 'heartbeat' / 'rank-0.json').read_text())
+    assert (heartbeat['step'], heartbeat['phase'], heartbeat['job_id']) == (30, 'checkpoint', None)
+    assert not list((run_dir / 'failed').iterdir())
     assert marker_of(run_dir / 'step_00000030')['step'] == 30
     assert summary['checkpoints'][-1]['bytes'] == sum(path.stat().st_size for path in (run_dir / 'step_00000030').iterdir())
 
@@ -458,6 +467,9 @@ def test_the_program_leaves_without_torch_teardown_and_loses_no_output(tmp_path)
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert 'Traceback (most recent call last)' in failed.stderr and 'FileNotFoundError' in failed.stderr, failed.stderr
     assert 'python teardown ran' not in failed.stderr, failed.stderr
+    # A rank that fails leaves its error for the job shell before it exits.
+    record = json.loads((tmp_path / 'run2' / 'failed' / 'rank-0.json').read_text())
+    assert record['error'].startswith('FileNotFoundError') and record['rank'] == 0 and 'Traceback' in record['traceback']
 
 
 def test_a_signal_to_one_rank_stops_both_after_a_checkpoint_and_the_run_resumes(tmp_path):
@@ -486,6 +498,69 @@ def test_a_signal_to_one_rank_stops_both_after_a_checkpoint_and_the_run_resumes(
     assert [checkpoint['step'] for checkpoint in summary['checkpoints']] == [stopped + 1, stopped + 2]
 
 
+def test_a_slow_rank_is_reported_as_a_straggler(tmp_path):
+    pytest.importorskip('torch')
+    codes, stdout = run_ranks(2, tmp_path, *TINY, '--steps', '6', '--ckpt-every-steps', '0', '--drill-slow-rank', '1',
+                              '--drill-slow-seconds', '0.2', '--straggler-steps', '3')
+    assert codes == [0, 0]
+    [sighting] = summary_of(stdout)['stragglers']
+    assert (sighting['kind'], sighting['rank'], sighting['steps']) == ('straggler', 1, 3) and sighting['factor'] > 1.5
+    assert re.search(r"^straggler: rank 1 on \S+ took x[0-9.]+ the other ranks' median compute time for 3 steps$",
+                     stdout, re.M), stdout
+    [line] = (tmp_path / 'sightings.jsonl').read_text().splitlines()
+    assert json.loads(line)['rank'] == 1
+    slow = [json.loads(line) for line in (tmp_path / 'steps' / 'rank-1.jsonl').read_text().splitlines()]
+    assert len(slow) == 6 and min(line['compute_seconds'] for line in slow) >= 0.2
+
+
+def test_a_hung_rank_is_named_and_its_stacks_are_taken_by_its_own_handler(tmp_path):
+    """Rank 1 stops at step 3 (a drill); the other waits in a collective. The job shell's helpers see it as it would."""
+    pytest.importorskip('torch')
+    port, job = str(free_port()), {'SLURM_JOB_ID': '4242', 'SLURM_RESTART_COUNT': '0'}
+    processes = [subprocess.Popen([sys.executable, str(TRAINER), '--run-dir', str(tmp_path), *TINY, '--steps', '50',
+                                   '--drill-hang-rank', '1', '--drill-hang-step', '3'],
+                                  env=clean_env(RANK=str(rank), WORLD_SIZE='2', LOCAL_RANK=str(rank),
+                                                MASTER_ADDR='127.0.0.1', MASTER_PORT=port, SLURM_PROCID=str(rank),
+                                                SLURMD_NODENAME=f'gpu{rank + 1}', **job),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for rank in range(2)]
+    helper_env = clean_env(PATH='/usr/bin:/bin', **job)  # no scontrol: the comment part is skipped
+    try:
+        def hang_check(*extra):
+            return subprocess.run([sys.executable, str(TRAINER), '--hang-check', str(tmp_path), '--seconds', '1.5',
+                                   *extra], env=helper_env, capture_output=True, text=True, timeout=60, check=False)
+
+        deadline = time.monotonic() + RUN_TIMEOUT
+        # A busy machine may take more than 1.5 s over an earlier step: wait for the drill's step.
+        while not ((check := hang_check()).returncode == train.HUNG_EXIT and json.loads(check.stdout)['step'] == 3):
+            assert check.returncode in (0, train.HUNG_EXIT), check.stdout + check.stderr
+            assert time.monotonic() < deadline, check.stdout
+            time.sleep(0.2)
+        check = hang_check('--report')
+        state = json.loads(check.stdout.splitlines()[0])
+        assert (state['state'], state['rank'], state['node'], state['step'], state['phase']) == \
+            ('hung', 1, 'gpu2', 3, 'forward'), state
+        dump = subprocess.run([sys.executable, str(TRAINER), '--dump-stacks', '--run-dir', str(tmp_path)],
+                              env=helper_env, capture_output=True, text=True, timeout=120, check=False)
+        assert dump.returncode == 0, dump.stdout + dump.stderr
+        assert len(re.findall(r'^stacks on \S+: rank [01] pid \d+ -> ', dump.stdout, re.M)) == 2, dump.stdout
+        host = re.sub(r'[^A-Za-z0-9._-]', '_', socket.gethostname())  # the helper ran without SLURMD_NODENAME
+        deadline = time.monotonic() + 30
+        # py-spy (when installed) writes the per-node files; else each rank appends to its own file on SIGUSR2.
+        while 'in drill' not in ''.join(path.read_text() for path in (tmp_path / 'stacks').iterdir()):
+            assert time.monotonic() < deadline, dump.stdout
+            time.sleep(0.1)
+        assert all(process.poll() is None for process in processes)
+    finally:
+        for process in processes:
+            process.kill()
+            process.communicate()
+    [sighting] = [json.loads(line) for line in (tmp_path / 'sightings.jsonl').read_text().splitlines()]
+    assert (sighting['kind'], sighting['node'], sighting['rank'], sighting['job_id']) == ('hang', 'gpu2', 1, '4242')
+    assert sorted(path.name for path in (tmp_path / 'stacks').iterdir()) == sorted([
+        'rank-0.txt', 'rank-1.txt', f'{host}-rank0-restart0.txt', f'{host}-rank1-restart0.txt'])
+
+
 # The sbatch script ------------------------------------------------------------------------------
 
 JOB_VARS = {
@@ -493,6 +568,8 @@ JOB_VARS = {
     'training_env_job_gpus_per_node': 8, 'training_env_job_time_limit': '00:30:00',
     'training_env_job_signal_seconds': 120, 'training_env_job_partition': 'gpu',
     'training_env_job_run_root': '/shared/llmforge/runs', 'training_env_job_args': ['--steps', '200', '--ckpt-every-steps', '50'],
+    'training_env_job_hang_seconds': 300, 'training_env_job_lost_grace': 30, 'training_env_job_max_restarts': 3,
+    'training_env_job_straggler_factor': 1.5, 'training_env_job_straggler_steps': 20,
     '_training_env_dir': '/opt/llmforge/train',
 }
 
@@ -574,110 +651,294 @@ def test_the_prolog_makes_each_users_private_run_directory_and_never_fails(tmp_p
         assert checked.returncode == 0, checked.stdout
 
 
+class BatchJob:
+    """The rendered script run as Slurm starts the batch shell, with stand-ins for srun, scontrol and the trainer.
+
+    The stand-in trainer passes the helper modes (--hang-check ...) on to the real trainer program; otherwise it runs
+    the test's shell code. srun becomes the task it starts (so signals reach it directly), except for the node check,
+    whose answers the test sets (`answers`); scontrol keeps the job comment in a file and logs every call.
+    """
+
+    def __init__(self, tmp_path):
+        self.tmp = tmp_path
+        bin_dir, env_dir, run_root = tmp_path / 'bin', tmp_path / 'env', tmp_path / 'runs'
+        for folder in (bin_dir, env_dir / 'bin', run_root):
+            folder.mkdir(parents=True)
+        self.script = tmp_path / 'llmforge-train.sbatch'
+        self.script.write_text(render(_training_env_dir=str(env_dir), training_env_job_run_root=str(run_root)))
+        self.trainer = env_dir / 'bin' / 'llmforge-train'
+        self.run_dir = run_root / getpass.getuser() / 'llmforge-train-42'
+        self.answers = [answer('gpu01', True), answer('gpu02', True)]
+        executable(bin_dir / 'srun', textwrap.dedent(f"""\
+            #!/bin/bash
+            printf '%s\\n' "$*" >> {tmp_path}/srun.log
+            case "$*" in
+                *llmforge-nodecheck-request*) cat {tmp_path}/answers 2>/dev/null; exit 0 ;;
+                *--dump-stacks*) ;;
+                *) printf '%s\\n' "$@" > {tmp_path}/srun.args ;;
+            esac
+            while [ "${{1#--}}" != "$1" ]; do shift; done
+            exec "$@"
+            """))
+        executable(bin_dir / 'scontrol', textwrap.dedent(f"""\
+            #!/bin/bash
+            printf '%s\\n' "$*" >> {tmp_path}/scontrol.log
+            case "$1 $2" in
+                'show job') printf 'JobId=%s JobName=llmforge-train\\n   Comment=%s \\n' "$3" \\
+                                "$(cat {tmp_path}/comment 2>/dev/null || echo '(null)')" ;;
+                'update jobid=42') printf '%s' "${{3#comment=}}" > {tmp_path}/comment ;;
+            esac
+            """))
+        self.env = clean_env(PATH=f'{bin_dir}:{os.environ["PATH"]}', SLURM_JOB_ID='42', SLURM_JOB_NAME='llmforge-train',
+                             SLURM_JOB_NODELIST='gpu[01-02]', SLURM_JOB_NUM_NODES='2', LLMFORGE_POLL_SECONDS='0.1',
+                             LLMFORGE_STOP_GRACE='1')
+
+    def start(self, trainer: str, *args, **extra_env):
+        (self.tmp / 'answers').write_text(''.join(line + '\n' for line in self.answers))
+        executable(self.trainer, textwrap.dedent(f"""\
+            #!/bin/bash
+            case "$1" in
+                --hang-check|--dump-stacks|--node-verdict|--restart-budget) exec {sys.executable} {TRAINER} "$@" ;;
+            esac
+            """) + textwrap.dedent(trainer))
+        self.started = time.monotonic()
+        return subprocess.Popen(['bash', str(self.script), *args], env={**self.env, **extra_env},
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def run(self, trainer: str, *args, **extra_env):
+        job = self.start(trainer, *args, **extra_env)
+        return job, job.communicate(timeout=60)[0]
+
+    def lines(self, name):
+        path = self.tmp / name
+        return path.read_text().splitlines() if path.exists() else []
+
+    def requeues(self):
+        return [line for line in self.lines('scontrol.log') if line.startswith('requeue')]
+
+    def comment(self):
+        path = self.tmp / 'comment'
+        return path.read_text() if path.exists() else ''
+
+    def sightings(self):
+        path = self.run_dir / 'sightings.jsonl'
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def answer(node, healthy, reason=''):
+    return json.dumps({'node': node, 'healthy': healthy, 'reason': reason})
+
+
+def events(output):
+    """The job shell's timeline: the event of each `llmforge-train: <time> <event>` line, in order."""
+    return re.findall(r'^llmforge-train: \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d (.*)$', output, re.M)
+
+
+def index_of(timeline, start):
+    return next(position for position, event in enumerate(timeline) if event.startswith(start))
+
+
 @pytest.fixture
 def batch_job(tmp_path):
-    """Run the rendered script as Slurm would start the batch shell, with stand-ins for srun, scontrol and the trainer."""
-    bin_dir, env_dir, run_root = tmp_path / 'bin', tmp_path / 'env', tmp_path / 'runs'
-    for folder in (bin_dir, env_dir / 'bin', run_root):
-        folder.mkdir(parents=True)
-    script = tmp_path / 'llmforge-train.sbatch'
-    script.write_text(render(_training_env_dir=str(env_dir), training_env_job_run_root=str(run_root)))
-    # Like srun: log its arguments, drop its own options, become the task (so signals reach it directly).
-    executable(bin_dir / 'srun', textwrap.dedent(f'''\
-        #!/bin/bash
-        printf '%s\\n' "$@" > {tmp_path}/srun.args
-        while [ "${{1#--}}" != "$1" ]; do shift; done
-        exec "$@"
-        '''))
-    executable(bin_dir / 'scontrol', f'#!/bin/sh\necho "$@" >> {tmp_path}/scontrol.log\n')
-    env = clean_env(PATH=f'{bin_dir}:{os.environ["PATH"]}', SLURM_JOB_ID='42', SLURM_JOB_NAME='llmforge-train',
-                    SLURM_JOB_NODELIST='gpu[01-02]')
+    return BatchJob(tmp_path)
 
-    def start(trainer: str, *args, **extra_env):
-        executable(env_dir / 'bin' / 'llmforge-train', '#!/bin/bash\n' + textwrap.dedent(trainer))
-        return subprocess.Popen(['bash', str(script), *args], env={**env, **extra_env}, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
 
-    def requeues():
-        log = tmp_path / 'scontrol.log'
-        return log.read_text().splitlines() if log.exists() else []
+# Shell code for the stand-in trainer: make the run directory as the trainer does, write a rank's records.
+MAKE_RUN_DIR = 'mkdir -p -m 0700 "$2" && mkdir -p -m 0700 "$2"/heartbeat "$2"/failed "$2"/stacks "$2"/steps\n'
+IGNORE_TERM_AND_WAIT = "trap '' TERM\nwhile :; do sleep 0.05; done\n"
 
-    return start, requeues, tmp_path, run_root / getpass.getuser() / 'llmforge-train-42'
+
+def failed_rank(rank, node, error, ago=0):
+    return (f"""printf '{{"rank": {rank}, "node": "{node}", "job_id": "42", "restart": %s, "time": %s, """
+            f""""error": "{error}"}}' "${{SLURM_RESTART_COUNT:-0}}" "$(( $(date +%s) - {ago} ))" """
+            f"""> "$2/failed/rank-{rank}.json"\n""")
+
+
+def heartbeat(rank, node, step, phase, ago):
+    return (f"""printf '{{"rank": {rank}, "node": "{node}", "job_id": "42", "restart": 0, "step": {step}, """
+            f""""phase": "{phase}", "time": %s}}' "$(( $(date +%s) - {ago} ))" > "$2/heartbeat/rank-{rank}.json"\n""")
 
 
 def test_the_trainer_gets_the_run_dir_the_summary_and_every_argument(batch_job):
-    start, requeues, tmp_path, run_dir = batch_job
-    job = start('printf "arg=%s\\n" "$@"\n', '--steps', '7', 'two words', LLMFORGE_CONTAINER='/bundles/train')
-    output = job.communicate(timeout=30)[0]
+    job, output = batch_job.run('printf "arg=%s\\n" "$@"\n', '--steps', '7', 'two words',
+                                LLMFORGE_CONTAINER='/bundles/train')
     assert job.returncode == 0, output
+    run_dir = batch_job.run_dir
     assert re.findall('^arg=(.*)$', output, re.M) == [
-        '--run-dir', str(run_dir), '--summary', f'{run_dir}/summary-42-0.json', '--steps', '200',
-        '--ckpt-every-steps', '50', '--steps', '7', 'two words']
-    assert (tmp_path / 'srun.args').read_text().splitlines()[:2] == ['--kill-on-bad-exit=1', '--container=/bundles/train']
-    assert f'llmforge-train: job 42 restart 0 nodes gpu[01-02] run dir {run_dir} env {tmp_path}/env' in output
-    assert requeues() == []
+        '--run-dir', str(run_dir), '--summary', f'{run_dir}/summary-42-0.json', '--straggler-factor', '1.5',
+        '--straggler-steps', '20', '--steps', '200', '--ckpt-every-steps', '50', '--steps', '7', 'two words']
+    assert batch_job.lines('srun.args')[:2] == ['--kill-on-bad-exit=1', '--container=/bundles/train']
+    timeline = events(output)
+    assert timeline[0] == f'job 42 restart 0 nodes gpu[01-02] run dir {run_dir} env {batch_job.tmp}/env'
+    assert timeline[-1] == 'srun exit 0: the trainer reached its target'
+    assert batch_job.requeues() == [] and len(batch_job.lines('srun.log')) == 1  # no node check after a success
 
 
-def test_a_failing_trainer_fails_the_job_without_a_requeue(batch_job):
-    start, requeues, _tmp_path, _run_dir = batch_job
-    job = start('exit 7\n')
-    output = job.communicate(timeout=30)[0]
-    assert (job.returncode, requeues()) == (7, []), output
+def test_the_job_shell_settings_follow_the_role_variables():
+    script = render(training_env_job_hang_seconds=90, training_env_job_lost_grace=15, training_env_job_max_restarts=5,
+                    training_env_job_straggler_factor=2.5, training_env_job_straggler_steps=7)
+    for line in ('HANG_SECONDS="${LLMFORGE_HANG_SECONDS:-90}"', 'LOST_GRACE="${LLMFORGE_LOST_GRACE:-15}"',
+                 'MAX_RESTARTS="${LLMFORGE_MAX_RESTARTS:-5}"', '--straggler-factor 2.5 \\', '--straggler-steps 7 \\'):
+        assert line in script, line
+
+
+def test_a_requeue_exit_requeues_without_a_node_check(batch_job):
+    job, output = batch_job.run('exit 3\n')
+    assert (job.returncode, batch_job.requeues()) == (0, ['requeue 42']), output
+    assert events(output)[-1] == 'trainer checkpointed and stopped (srun exit 3), requeueing job 42'
+    assert not any('nodecheck' in line for line in batch_job.lines('srun.log'))
+
+
+def test_a_failed_step_with_an_unhealthy_node_requeues_at_once(batch_job):
+    batch_job.answers = [answer('gpu01', True), answer('gpu02', False, 'Xid 79: GPU 3 has fallen off the bus')]
+    job, output = batch_job.run(MAKE_RUN_DIR + failed_rank(1, 'gpu02', 'RuntimeError: CUDA error') + 'exit 1\n',
+                                SLURM_RESTART_COUNT='7', LLMFORGE_MAX_RESTARTS='3')
+    assert (job.returncode, batch_job.requeues()) == (0, ['requeue 42']), output
+    timeline = events(output)
+    assert timeline[index_of(timeline, 'asking every node'):] == [
+        'asking every node of the job to check itself',
+        'node check: {"verdict": "bad", "healthy": ["gpu01"], "unhealthy": [{"node": "gpu02", "reason": "Xid 79: GPU 3 '
+        'has fallen off the bus"}], "silent": []}',
+        'srun exit 1; a node of the job failed its check, requeueing job 42']
+    assert batch_job.lines('srun.log')[-1] == ('--overlap --kill-on-bad-exit=0 --nodes=2 --ntasks-per-node=1 '
+                                               '/usr/local/sbin/llmforge-nodecheck-request')
+    assert [(s['kind'], s['node']) for s in batch_job.sightings()] == [('unhealthy', 'gpu02')]
+    assert batch_job.comment() == ''  # the node's own health check drains it
+    assert not (batch_job.run_dir / 'restarts.jsonl').exists()  # a bad node spends no restart
+
+
+def test_a_failed_step_on_healthy_nodes_requeues_within_the_budget_and_then_fails(batch_job):
+    trainer = MAKE_RUN_DIR + failed_rank(0, 'gpu01', 'ValueError: a bug in the model code') + 'exit 1\n'
+    for attempt in range(3):
+        job, output = batch_job.run(trainer, SLURM_RESTART_COUNT=str(attempt))
+        assert (job.returncode, len(batch_job.requeues())) == (0, attempt + 1), output
+        assert events(output)[-1] == ('srun exit 1; no node failed its check, restart within the budget of 3, '
+                                      'requeueing job 42')
+    job, output = batch_job.run(trainer, SLURM_RESTART_COUNT='3')
+    assert (job.returncode, len(batch_job.requeues())) == (1, 3), output
+    assert 'rank 0 on gpu01 failed: ValueError: a bug in the model code' in events(output)
+    assert events(output)[-1] == ('srun exit 1; no node failed its check and the restart budget of 3 is spent: the '
+                                  'job fails (exit 1)')
+    assert [json.loads(line)['requeued'] for line in (batch_job.run_dir / 'restarts.jsonl').read_text().splitlines()] \
+        == [True, True, True, False]
+
+
+def test_the_budget_counts_failures_since_the_newest_checkpoint(batch_job):
+    """Failures spread over a long run, each after new checkpoints, never spend the budget."""
+    for attempt in range(4):
+        step = (attempt + 1) * 10
+        job, output = batch_job.run(MAKE_RUN_DIR + f'mkdir -p "$2/step_{step:08d}"\n'
+                                    f"""echo '{{"step": {step}}}' > "$2/step_{step:08d}/llmforge-complete.json"\n"""
+                                    'exit 1\n', SLURM_RESTART_COUNT=str(attempt), LLMFORGE_MAX_RESTARTS='1')
+        assert job.returncode == 0, output
+    assert len(batch_job.requeues()) == 4
+
+
+@pytest.mark.parametrize('restarts, code, requeued', [('2', 0, 1), ('3', 7, 0)])
+def test_a_trainer_that_never_made_its_run_directory_is_counted_by_the_jobs_restarts(
+        batch_job, restarts, code, requeued):
+    batch_job.answers = []  # and the node check answers nothing: it proves nothing, the budget decides
+    job, output = batch_job.run('exit 7\n', SLURM_RESTART_COUNT=restarts)
+    assert (job.returncode, len(batch_job.requeues())) == (code, requeued), output
+    assert 'node check: {"verdict": "unknown"' in output
+
+
+def test_a_hang_takes_the_stacks_names_the_rank_stops_the_step_and_requeues(batch_job):
+    trainer = (MAKE_RUN_DIR + heartbeat(0, 'gpu01', 7, 'backward', 100) + heartbeat(1, 'gpu02', 7, 'forward', 120)
+               + IGNORE_TERM_AND_WAIT)
+    job, output = batch_job.run(trainer, LLMFORGE_HANG_SECONDS='2')
+    assert (job.returncode, batch_job.requeues()) == (0, ['requeue 42']), output
+    timeline = events(output)
+    order = [index_of(timeline, start) for start in (
+        'hang: no rank advanced for 2s', 'taking the stacks of every rank', 'stacks taken (exit 0)',
+        'stopping the trainer', 'srun still running 1s after TERM: KILL', "trainer's step stopped (srun exit 137)",
+        'asking every node', 'node check: {"verdict": "healthy"', 'hang; no node failed its check, restart within')]
+    assert order == sorted(order), timeline
+    assert '"rank": 1, "node": "gpu02", "phase": "forward"' in timeline[order[0]]
+    assert f'--overlap --kill-on-bad-exit=0 --nodes=2 --ntasks-per-node=1 {batch_job.trainer} --dump-stacks --run-dir ' \
+           f'{batch_job.run_dir}' in batch_job.lines('srun.log')
+    assert 'no trainer process of job 42 here' in output  # the stand-in trainer is no Python rank
+    [sighting] = batch_job.sightings()
+    assert (sighting['kind'], sighting['node'], sighting['rank'], sighting['step']) == ('hang', 'gpu02', 1, 7)
+    assert batch_job.comment() == 'llmforge-suspect gpu02 hang rank1 step7'
+
+
+def test_a_failed_rank_whose_step_does_not_end_is_a_lost_node(batch_job):
+    """gpu02 is gone: rank 0 failed on its connection, and srun waits for a node that will never answer."""
+    batch_job.answers = [answer('gpu01', True)]
+    trainer = MAKE_RUN_DIR + failed_rank(0, 'gpu01', 'RuntimeError: Connection closed by peer') + IGNORE_TERM_AND_WAIT
+    job, output = batch_job.run(trainer, LLMFORGE_LOST_GRACE='1', LLMFORGE_HANG_SECONDS='300')
+    assert (job.returncode, batch_job.requeues()) == (0, ['requeue 42']), output
+    assert time.monotonic() - batch_job.started < 30
+    timeline = events(output)
+    order = [index_of(timeline, start) for start in (
+        'lost: a rank failed and the step has not ended 1s later', 'stopping the trainer', 'asking every node',
+        'node check: {"verdict": "bad", "healthy": ["gpu01"], "unhealthy": [], "silent": ["gpu02"]}',
+        'lost node; a node of the job failed its check, requeueing job 42')]
+    assert order == sorted(order), timeline
+    assert not any('--dump-stacks' in line for line in batch_job.lines('srun.log'))
+    assert [(s['kind'], s['node']) for s in batch_job.sightings()] == [('lost', 'gpu02')]
+    assert batch_job.comment() == ''
+
+
+def test_an_existing_job_comment_keeps_its_text(batch_job):
+    (batch_job.tmp / 'comment').write_text('project llm-7b;llmforge-suspect gpu05 straggler x1.7 rank40')
+    job, output = batch_job.run(MAKE_RUN_DIR + heartbeat(0, 'gpu01', 3, 'sync', 50) + IGNORE_TERM_AND_WAIT,
+                                LLMFORGE_HANG_SECONDS='2')
+    assert job.returncode == 0, output
+    assert batch_job.comment() == ('project llm-7b;llmforge-suspect gpu05 straggler x1.7 rank40;'
+                                   'llmforge-suspect gpu01 hang rank0 step3')
 
 
 def test_usr1_reaches_the_trainer_and_its_requeue_exit_requeues_the_job(batch_job):
-    start, requeues, _tmp_path, _run_dir = batch_job
-    job = start('''\
+    job = batch_job.start("""\
         trap 'echo "trainer: USR1"; exit 3' USR1
         echo ready
         while :; do sleep 0.05; done
-        ''', SLURM_RESTART_COUNT='1')
-    assert job.stdout.readline().startswith('llmforge-train: job 42 restart 1 ')
-    assert job.stdout.readline() == 'ready\n'
+        """, SLURM_RESTART_COUNT='1')
+    assert re.match(r'llmforge-train: \S+ job 42 restart 1 ', job.stdout.readline())
+    while job.stdout.readline() not in ('ready\n', ''):
+        pass
     job.send_signal(signal.SIGUSR1)
     output = job.communicate(timeout=30)[0]
     assert job.returncode == 0, output
     assert 'trainer: USR1' in output
     assert 'requeueing job 42' in output
-    assert requeues() == ['requeue 42']
+    assert batch_job.requeues() == ['requeue 42']
 
 
 def test_usr1_before_the_trainer_starts_requeues_without_starting_it(batch_job):
     """Slurm may send the signal up to a minute early: here while the script is still naming the run directory."""
-    start, requeues, tmp_path, _run_dir = batch_job
-    shell_pid = tmp_path / 'shell.pid'
-    executable(tmp_path / 'bin' / 'id', f'''#!/bin/sh
+    shell_pid = batch_job.tmp / 'shell.pid'
+    executable(batch_job.tmp / 'bin' / 'id', f'''#!/bin/sh
         while [ ! -s {shell_pid} ]; do sleep 0.01; done
         kill -USR1 "$(cat {shell_pid})"
         exec /usr/bin/id "$@"
         '''.replace('        ', ''))
-    job = start('echo "TRAINER RAN"\n')
+    job = batch_job.start('echo "TRAINER RAN"\n')
     shell_pid.write_text(str(job.pid))
     output = job.communicate(timeout=30)[0]
-    assert (job.returncode, requeues()) == (0, ['requeue 42']), output
+    assert (job.returncode, batch_job.requeues()) == (0, ['requeue 42']), output
     assert 'USR1 came before the trainer started (nothing new to save), requeueing job 42' in output
-    assert 'TRAINER RAN' not in output and not (tmp_path / 'srun.args').exists()
+    assert 'TRAINER RAN' not in output and not batch_job.lines('srun.log')
 
 
 def test_a_refused_run_directory_fails_the_job_and_its_summary_is_never_read(batch_job):
     """The trainer's exit 2: a run directory it does not trust; whatever summary lies there is someone else's."""
-    start, requeues, _tmp_path, run_dir = batch_job
-    job = start('''\
+    job, output = batch_job.run("""\
         mkdir -p "$(dirname "$4")" && echo '{"exit_reason": "signal"}' > "$4"
         echo "llmforge-train: refusing the run directory: $2 is owned by uid 20002" >&2
         exit 2
-        ''')
-    output = job.communicate(timeout=30)[0]
-    assert (job.returncode, requeues()) == (2, []), output
-    assert f'the trainer refused the run directory {run_dir} (its error says why); not requeued' in output
+        """)
+    assert (job.returncode, batch_job.requeues()) == (2, []), output
+    assert f'the trainer refused the run directory {batch_job.run_dir} (its error says why); not requeued' in output
+    assert len(batch_job.lines('srun.log')) == 1
 
 
 def test_a_signal_summary_requeues_even_when_srun_reports_a_killed_task(batch_job):
-    start, requeues, _tmp_path, run_dir = batch_job
-    job = start('''\
+    job, output = batch_job.run("""\
         mkdir -p "$(dirname "$4")" && echo '{"exit_reason": "signal"}' > "$4"
         exit 137
-        ''')
-    output = job.communicate(timeout=30)[0]
-    assert (job.returncode, requeues()) == (0, ['requeue 42']), output
-    assert (run_dir / 'summary-42-0.json').exists()
+        """)
+    assert (job.returncode, batch_job.requeues()) == (0, ['requeue 42']), output
+    assert (batch_job.run_dir / 'summary-42-0.json').exists()

@@ -28,6 +28,44 @@ refused (exit 2), and so is one below a directory that another user could rename
 user, or writable by others without the sticky bit). A step_* entry that is a link, belongs to another user or is
 group- or world-writable, or holds such a file, is passed over with the reason.
 
+What each rank leaves for the job's supervisor (the sbatch script), beside the checkpoints (directories 0700, files
+0600, made by rank 0 with the run directory's trust rules; links are never followed):
+    RUN_DIR/steps/rank-<r>.jsonl      one line per step: {"step", "rank", "node", "seconds", "compute_seconds", "time",
+                                      "job_id", "restart"}; past --step-log-bytes it becomes rank-<r>.jsonl.1 (the older
+                                      .1 is dropped), so a rank keeps at most twice that
+    RUN_DIR/heartbeat/rank-<r>.json   rewritten (renamed into place) as the rank enters each step's forward, backward
+                                      and sync phases and before a checkpoint: {"step", "phase", "time", "node", "pid",
+                                      "rank", "job_id", "restart"}
+    RUN_DIR/failed/rank-<r>.json      written by a rank that fails, before it exits: its error and where it ran
+    RUN_DIR/stacks/rank-<r>.txt       the rank's own stack dump (faulthandler) on SIGUSR2, the fallback of py-spy
+    RUN_DIR/sightings.jsonl           stragglers (rank 0), hangs and bad nodes (the job shell): one JSON object a line
+    RUN_DIR/restarts.jsonl            the job shell's record of failed runs, its restart budget
+A rank whose compute time (batch and forward pass: the part of a step without collectives; in synchronous training
+every rank's wall time is the slowest one's) exceeds --straggler-factor times the other ranks' median for
+--straggler-steps steps in a row is a straggler: rank 0 reports it once per node and run, in sightings.jsonl and as
+"llmforge-suspect <node> straggler x<factor> rank<r>" in the Slurm job's comment (';'-separated entries, at most 250
+characters, kept beside what the comment held). --drill-slow-rank and --drill-hang-rank make a rank slow, or hang it,
+on purpose. On start the trainer lets other processes of its user read its memory (prctl PR_SET_PTRACER_ANY, for
+py-spy under Yama's ptrace_scope 1); py-spy comes from the environment's lock (Debian does not package it).
+
+The job shell's helpers (no torch is imported; llmforge-train --hang-check x --help lists their options):
+    --hang-check RUN_DIR --seconds S [--lost-grace G] [--report]
+        one JSON line about this job run's heartbeats and failed ranks; exit 10 (HUNG_EXIT) when no rank advanced for
+        S seconds (the rank that stopped first, the one furthest behind, is named, and with --report written to
+        sightings.jsonl and the job's comment), 11 (LOST_EXIT) when a rank failed G seconds ago and the step still
+        runs, else 0
+    --dump-stacks --run-dir RUN_DIR
+        on one node: the Python stacks of this job's ranks there, with py-spy dump into
+        RUN_DIR/stacks/<node>-rank<r>-restart<k>.txt, else by SIGUSR2 to the rank (faulthandler)
+    --node-verdict RUN_DIR --nodes HOSTLIST [--report]
+        reads the nodes' llmforge-nodecheck-request answers on stdin; exit 0 every node healthy, 12 (NODES_BAD_EXIT)
+        a node unhealthy or silent (with --report: a line each in sightings.jsonl), 13 (NODES_UNKNOWN_EXIT) no node
+        answered
+    --restart-budget RUN_DIR --max-restarts N --reason TEXT
+        records a failed run in RUN_DIR/restarts.jsonl and prints the failed ranks' errors; exit 0 when the job may
+        be requeued (fewer than N failed runs since the newest checkpoint was committed), 14 (RESTARTS_SPENT_EXIT)
+        when not
+
 Exit codes: 0 target step reached; 3 (REQUEUE_EXIT) stopped by SIGUSR1/SIGTERM after a checkpoint, requeue
 the job to continue; 2 (REFUSED_EXIT) the run directory was refused (the message says why); anything else is an
 error.
@@ -36,7 +74,11 @@ error.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
+import ctypes
+import faulthandler
+import glob
 import hashlib
 import importlib.util
 import itertools
@@ -51,6 +93,7 @@ import stat
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import traceback
 import warnings
@@ -67,21 +110,38 @@ def remember_stop(signum, _frame) -> None:
     STOPS_RECEIVED.append(signum)
 
 
-if __name__ == '__main__':
+# The job shell's helpers run every few seconds: they import no torch (seconds of start-up) and catch no Slurm signal.
+SUPERVISION_MODES = ('--hang-check', '--dump-stacks', '--node-verdict', '--restart-budget')
+
+
+def is_supervision(argv) -> bool:
+    return any(argument.split('=', 1)[0] in SUPERVISION_MODES for argument in argv)
+
+
+TRAINING = __name__ != '__main__' or not is_supervision(sys.argv[1:])
+
+if __name__ == '__main__' and TRAINING:
     for _signum in STOP_SIGNALS:
         signal.signal(_signum, remember_stop)
 
-try:
-    import torch
-    import torch.distributed as dist
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.api import CheckpointException
-    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
-except ImportError:  # the launch and checkpoint-discovery helpers stay usable (and testable) without torch
-    torch = None
+torch = None
+if TRAINING:
+    try:
+        import torch
+        import torch.distributed as dist
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.api import CheckpointException
+        from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    except ImportError:  # the launch and checkpoint-discovery helpers stay usable (and testable) without torch
+        torch = None
 
 REQUEUE_EXIT = 3
 REFUSED_EXIT = 2
+HUNG_EXIT = 10
+LOST_EXIT = 11
+NODES_BAD_EXIT = 12
+NODES_UNKNOWN_EXIT = 13
+RESTARTS_SPENT_EXIT = 14
 MARKER = 'llmforge-complete.json'
 CHECKPOINT_NAME = re.compile(r'step_(?P<step>[0-9]+)')
 TMP_PREFIX = '.tmp-step_'
@@ -114,15 +174,20 @@ def _expand_ranges(spec: str) -> list[str]:
     return numbers
 
 
-def first_host(nodelist: str) -> str:
-    """The first host of a nodelist: scontrol's own expansion when it is installed, else ours."""
+def hostnames(nodelist: str) -> list[str]:
+    """Every host of a Slurm nodelist: scontrol's own expansion when it is installed, else ours."""
     if shutil.which('scontrol'):
         with contextlib.suppress(OSError, subprocess.SubprocessError):
-            result = subprocess.run(['scontrol', 'show', 'hostnames', nodelist], capture_output=True,
-                                    text=True, timeout=30, check=True)
+            result = subprocess.run(['scontrol', 'show', 'hostnames', nodelist], capture_output=True, text=True,
+                                    timeout=SLURM_TIMEOUT, check=True)
             if result.stdout.split():
-                return result.stdout.split()[0]
-    return expand_nodelist(nodelist)[0]
+                return result.stdout.split()
+    return expand_nodelist(nodelist)
+
+
+def first_host(nodelist: str) -> str:
+    """The first host of a nodelist."""
+    return hostnames(nodelist)[0]
 
 
 def rendezvous(environ, host_of=first_host) -> dict:
@@ -312,6 +377,620 @@ def commit_checkpoint(tmp_path: str, final_path: str) -> None:
     fsync_path(parent)
 
 
+# Supervision: what the ranks and the job shell leave for each other in the run directory ----------------
+
+STEPS_DIR, HEARTBEAT_DIR, FAILED_DIR, STACKS_DIR = 'steps', 'heartbeat', 'failed', 'stacks'
+SUPERVISION_DIRS = (STEPS_DIR, HEARTBEAT_DIR, FAILED_DIR, STACKS_DIR)
+# The heartbeat's phases within a step, in order: a rank in an earlier phase of the same step is behind.
+PHASES = {'forward': 0, 'backward': 1, 'sync': 2, 'checkpoint': 3}
+SIGHTINGS = 'sightings.jsonl'
+RESTARTS = 'restarts.jsonl'
+STEP_LOG_BYTES = 4 << 20
+# SIGUSR1 is Slurm's (checkpoint and stop) and SIGTERM its stop; SIGQUIT would dump core where nothing catches it.
+STACK_SIGNAL = signal.SIGUSR2
+SUSPECT = 'llmforge-suspect'
+COMMENT_KINDS = ('straggler', 'hang')
+COMMENT_CAP = 250
+SLURM_TIMEOUT = 30
+PY_SPY_TIMEOUT = 30
+PR_SET_PTRACER, PR_SET_PTRACER_ANY = 0x59616D61, ctypes.c_ulong(-1).value
+
+
+def node_name(environ=None) -> str:
+    """This node as Slurm names it (what a drain or a job comment must name), else its hostname."""
+    environ = os.environ if environ is None else environ
+    return environ.get('SLURMD_NODENAME') or socket.gethostname()
+
+
+def job_run(environ=None) -> tuple[str | None, int]:
+    """(job id, restart count) of the job run this process belongs to."""
+    environ = os.environ if environ is None else environ
+    restart = environ.get('SLURM_RESTART_COUNT', '')
+    return environ.get('SLURM_JOB_ID') or None, int(restart) if restart.isdigit() else 0
+
+
+def private_dir(path: str, uid: int) -> str:
+    """Make a 0700 directory inside the run directory, or check the one there; RefusedRunDir says why not."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    info = os.lstat(path)
+    problem = entry_problem(path, info, uid)
+    if problem is None and not stat.S_ISDIR(info.st_mode):
+        problem = f'{path} is not a directory'
+    if problem:
+        raise RefusedRunDir(problem)
+    return path
+
+
+def trusted_dir_problem(path: str, uid: int) -> str | None:
+    """Why an existing run directory (or a directory in it) is no place to write to, or None."""
+    try:
+        info = os.lstat(path)
+    except OSError as error:
+        return f'{path}: {error.strerror or error}'
+    problem = entry_problem(path, info, uid)
+    if problem is None and not stat.S_ISDIR(info.st_mode):
+        problem = f'{path} is not a directory'
+    return problem or ancestor_problem(os.path.dirname(os.path.abspath(path)), uid)
+
+
+def open_private(path: str, append: bool = True):
+    """A text file of this user's, opened for writing without following a link (made 0600)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    descriptor = os.open(path, flags | (os.O_APPEND if append else os.O_TRUNC), 0o600)
+    info = os.fstat(descriptor)
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+        os.close(descriptor)
+        raise OSError(f'{path} is not a regular file of uid {os.geteuid()}')
+    os.set_blocking(descriptor, True)
+    return os.fdopen(descriptor, 'a' if append else 'w', encoding='utf-8')
+
+
+def append_json_line(path: str, document: dict) -> None:
+    with open_private(path) as handle:
+        handle.write(json.dumps(document) + '\n')
+
+
+def replace_json(path: str, document: dict) -> None:
+    """Write a small JSON file whole: readers see the old or the new one (no fsync: it is rewritten every step)."""
+    temporary = os.path.join(os.path.dirname(path), f'.{os.path.basename(path)}.tmp-{os.getpid()}')
+    with open_private(temporary, append=False) as handle:
+        handle.write(json.dumps(document) + '\n')
+    os.replace(temporary, path)
+
+
+def read_json_records(pattern: str) -> list[dict]:
+    """The JSON objects of the files matching a glob, read without following links; unreadable ones are left out."""
+    records = []
+    for path in sorted(glob.glob(pattern)):
+        try:
+            descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            with os.fdopen(descriptor, encoding='utf-8') as handle:
+                record = json.loads(handle.read(1 << 20))
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+    return records
+
+
+def of_this_run(records, job_id: str | None, restart: int) -> list[dict]:
+    """The records a rank of this job run wrote (all of them outside Slurm)."""
+    if job_id is None:
+        return list(records)
+    return [record for record in records if record.get('job_id') == job_id and record.get('restart') == restart]
+
+
+class StepLog:
+    """One JSON line per step in a file of the rank's own; past max_bytes the file becomes <file>.1 (0: never)."""
+
+    def __init__(self, path: str, max_bytes: int = STEP_LOG_BYTES):
+        self.path, self.max_bytes = path, max_bytes
+        self.handle = open_private(path)
+
+    def write(self, record: dict) -> None:
+        self.handle.write(json.dumps(record) + '\n')
+        self.handle.flush()
+        if self.max_bytes and os.fstat(self.handle.fileno()).st_size >= self.max_bytes:
+            self.handle.close()
+            os.replace(self.path, f'{self.path}.1')
+            self.handle = open_private(self.path)
+
+    def close(self) -> None:
+        self.handle.close()
+
+
+class RankRecords:
+    """What one rank leaves in the run directory: step times, its heartbeat, its stacks on demand, its failure.
+
+    Telemetry never stops training: a write that fails is reported once (on the rank's stderr) and training goes on.
+    """
+
+    def __init__(self, run_dir: str, rank: int, environ=None, step_log_bytes: int = STEP_LOG_BYTES):
+        job_id, restart = job_run(environ)
+        self.identity = {'rank': rank, 'node': node_name(environ), 'pid': os.getpid(), 'job_id': job_id,
+                         'restart': restart}
+        self.heartbeat_path = os.path.join(run_dir, HEARTBEAT_DIR, f'rank-{rank}.json')
+        self.failed_path = os.path.join(run_dir, FAILED_DIR, f'rank-{rank}.json')
+        self.complained = set()
+        self.steps = self.attempt('step log', StepLog, os.path.join(run_dir, STEPS_DIR, f'rank-{rank}.jsonl'),
+                                  step_log_bytes)
+        self.stacks = self.attempt('stack file', self.register_stacks,
+                                   os.path.join(run_dir, STACKS_DIR, f'rank-{rank}.txt'))
+
+    def attempt(self, what: str, action, *args):
+        try:
+            return action(*args)
+        except OSError as error:
+            if what not in self.complained:
+                self.complained.add(what)
+                print(f"llmforge-train: rank {self.identity['rank']}: cannot write its {what}: {error}",
+                      file=sys.stderr, flush=True)
+            return None
+
+    def register_stacks(self, path: str):
+        """Dump every thread's stack into `path` on STACK_SIGNAL: works while the rank is stuck in C code, no ptrace."""
+        handle = open_private(path)
+        handle.write(f"--- job {self.identity['job_id']} restart {self.identity['restart']} pid {os.getpid()} node "
+                     f"{self.identity['node']} started {time.strftime('%Y-%m-%dT%H:%M:%S%z')}: stacks on "
+                     f'{STACK_SIGNAL.name} follow\n')
+        handle.flush()
+        faulthandler.register(STACK_SIGNAL, file=handle, all_threads=True)
+        return handle
+
+    def beat(self, step: int, phase: str) -> None:
+        self.attempt('heartbeat', replace_json, self.heartbeat_path,
+                     {'step': step, 'phase': phase, 'time': time.time(), **self.identity})
+
+    def step_done(self, step: int, seconds: float, compute_seconds: float) -> None:
+        if self.steps:
+            self.attempt('step log', self.steps.write, {'step': step, 'rank': self.identity['rank'],
+                                                        'node': self.identity['node'], 'seconds': round(seconds, 6),
+                                                        'compute_seconds': round(compute_seconds, 6),
+                                                        'time': time.time(), 'job_id': self.identity['job_id'],
+                                                        'restart': self.identity['restart']})
+
+    def failed(self, error: str) -> None:
+        lines = error.strip().splitlines()
+        self.attempt('failure record', replace_json, self.failed_path,
+                     {**self.identity, 'time': time.time(), 'error': lines[-1][:500] if lines else '',
+                      'traceback': '\n'.join(lines[-40:])[-8000:]})
+
+
+def allow_stack_readers() -> bool:
+    """Let other processes of this user (py-spy in the job's next step) read this one's memory under Yama's scope 1.
+
+    Ptrace's own rule (same uid, or CAP_SYS_PTRACE) still applies; where Yama is absent the call fails and nothing is
+    needed.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_PTRACER, ctypes.c_ulong(PR_SET_PTRACER_ANY), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+# Stragglers: a rank slower than the others, step after step ------------------------------------------
+
+def others_median(values: list[float]) -> list[float]:
+    """For each value, the median of all the other values (a rank is never compared with itself: two ranks work)."""
+    order = sorted(range(len(values)), key=values.__getitem__)
+    ranked = [values[index] for index in order]
+    count = len(values) - 1
+    medians = [0.0] * len(values)
+    for position, index in enumerate(order):
+        def other(k):
+            return ranked[k] if k < position else ranked[k + 1]
+        medians[index] = other(count // 2) if count % 2 else (other(count // 2 - 1) + other(count // 2)) / 2
+    return medians
+
+
+class StragglerDetector:
+    """Ranks slower than `factor` x the other ranks' median for `steps` steps in a row; one sighting per node."""
+
+    def __init__(self, factor: float = 1.5, steps: int = 20):
+        self.factor, self.steps = factor, steps
+        self.runs: dict[int, list[float]] = {}
+        self.reported: set[str] = set()
+
+    def observe(self, seconds: list[float], nodes: list[str]) -> list[dict]:
+        """Feed one step's per-rank seconds (rank order) and the ranks' nodes; the new sightings."""
+        if self.steps < 1 or len(seconds) < 2:
+            return []
+        sightings = []
+        for rank, (mine, median) in enumerate(zip(seconds, others_median(seconds))):
+            run = self.runs.setdefault(rank, [])
+            if median > 0 and mine > median * self.factor:
+                run.append(mine / median)
+            else:
+                run.clear()
+            if len(run) >= self.steps and nodes[rank] not in self.reported:
+                self.reported.add(nodes[rank])
+                sightings.append({'kind': 'straggler', 'node': nodes[rank], 'rank': rank,
+                                  'factor': round(statistics.fmean(run[-self.steps:]), 2), 'steps': len(run)})
+        return sightings
+
+
+# Hangs and failed ranks, as the job shell sees them ----------------------------------------------------
+
+def progress_state(heartbeats: list[dict], failures: list[dict], now: float, hang_seconds: float,
+                   lost_grace: float | None = None) -> dict:
+    """What this run's heartbeats and failure records say: state waiting, running, hung or lost.
+
+    hung: no rank's heartbeat advanced for hang_seconds (0: never); the suspect is the rank that stopped first: the
+    one furthest behind (lowest step, then earliest phase: the others wait for it in their next collective), then the
+    oldest heartbeat. lost: a rank failed lost_grace seconds ago or more and the step still runs (the caller asks only
+    while it does): what is left of the step waits for a node that will not answer.
+    """
+    if failures and lost_grace is not None:
+        first = min(failures, key=lambda record: (record.get('time') or now, record.get('rank', 0)))
+        age = now - (first.get('time') or now)
+        if age >= lost_grace:
+            return {'state': 'lost', 'rank': first.get('rank'), 'node': first.get('node'), 'error': first.get('error'),
+                    'failed_seconds': round(age, 1), 'failed_ranks': sorted(record.get('rank') for record in failures)}
+    if not heartbeats:
+        return {'state': 'waiting', 'ranks': 0}
+    newest = max(record['time'] for record in heartbeats)
+    state = {'state': 'running', 'ranks': len(heartbeats), 'step': max(record.get('step', 0) for record in heartbeats),
+             'stale_seconds': round(now - newest, 1)}
+    if hang_seconds <= 0 or now - newest < hang_seconds:
+        return state
+    suspect = min(heartbeats, key=lambda record: (record.get('step', 0), PHASES.get(record.get('phase'), len(PHASES)),
+                                                  record['time'], record.get('rank', 0)))
+    return {**state, 'state': 'hung', 'rank': suspect.get('rank'), 'node': suspect.get('node'),
+            'step': suspect.get('step'), 'phase': suspect.get('phase'),
+            'stopped_seconds': round(now - suspect['time'], 1)}
+
+
+def heartbeats_of(run_dir: str, job_id: str | None, restart: int) -> list[dict]:
+    records = read_json_records(os.path.join(run_dir, HEARTBEAT_DIR, 'rank-*.json'))
+    return [record for record in of_this_run(records, job_id, restart) if isinstance(record.get('time'), (int, float))]
+
+
+def failures_of(run_dir: str, job_id: str | None, restart: int) -> list[dict]:
+    return of_this_run(read_json_records(os.path.join(run_dir, FAILED_DIR, 'rank-*.json')), job_id, restart)
+
+
+# Reports: sightings.jsonl and the Slurm job's comment ------------------------------------------------
+
+def suspect_entry(sighting: dict) -> str:
+    """The job comment's words for a straggler or hang: llmforge-suspect <node> <kind> <detail>."""
+    node = re.sub(r'[^A-Za-z0-9._-]+', '_', str(sighting.get('node') or 'unknown'))
+    if sighting['kind'] == 'straggler':
+        return f"{SUSPECT} {node} straggler x{sighting['factor']} rank{sighting['rank']}"
+    return f"{SUSPECT} {node} hang rank{sighting['rank']} step{sighting['step']}"
+
+
+def merge_comment(existing: str, entries: list[str], cap: int = COMMENT_CAP) -> str:
+    """The job comment with `entries` added (';'-separated, none twice), at most `cap` characters.
+
+    What does not fit goes, oldest first: earlier llmforge-suspect entries, then the rest of the comment as it was,
+    then the oldest of the new entries.
+    """
+    parts = [part.strip() for part in existing.split(';') if part.strip()]
+    new = [entry for entry in dict.fromkeys(entries) if entry not in parts]
+    if not new:
+        return existing
+    old_suspects = [part for part in parts if part.startswith(SUSPECT)]
+    others = [part for part in parts if not part.startswith(SUSPECT)]
+    while len(';'.join(others + old_suspects + new)) > cap and (old_suspects or others or len(new) > 1):
+        (old_suspects or others or new).pop(0)
+    merged = ';'.join(others + old_suspects + new)
+    return merged[:cap]
+
+
+def comment_of(show_job: str) -> str:
+    """The Comment= value of `scontrol show job` (one field a line there), '' when it has none."""
+    match = re.search(r'^\s*Comment=(.*?)\s*$', show_job, re.M)
+    if not match:
+        return ''
+    return '' if match[1] == '(null)' else match[1]
+
+
+def report_to_slurm(entries: list[str], environ=None, run=subprocess.run) -> str | None:
+    """Add entries to the Slurm job's comment (scontrol, with a timeout); the new comment, or None when not done.
+
+    Skipped outside Slurm; never raises: a comment is worth less than the job.
+    """
+    environ = os.environ if environ is None else environ
+    job_id = environ.get('SLURM_JOB_ID')
+    if not entries or not job_id or not shutil.which('scontrol'):
+        return None
+    try:
+        shown = run(['scontrol', 'show', 'job', job_id], capture_output=True, text=True, timeout=SLURM_TIMEOUT,
+                    check=False)
+        if shown.returncode != 0:  # an update now could wipe what the comment holds
+            return None
+        existing = comment_of(shown.stdout)
+        merged = merge_comment(existing, entries)
+        if merged == existing:
+            return merged
+        done = run(['scontrol', 'update', f'jobid={job_id}', f'comment={merged}'], capture_output=True, text=True,
+                   timeout=SLURM_TIMEOUT, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return merged if done.returncode == 0 else None
+
+
+def record_sightings(run_dir: str, sightings: list[dict], environ=None, say=log) -> None:
+    """Append sightings to RUN_DIR/sightings.jsonl (when the run directory is trusted); stragglers and hangs also to
+    the job's comment, where the cluster's remediation counts them (a bad node is its health check's to drain)."""
+    job_id, restart = job_run(environ)
+    stamped = [{**sighting, 'time': sighting.get('time', time.time()), 'job_id': job_id, 'restart': restart}
+               for sighting in sightings]
+    problem = trusted_dir_problem(run_dir, os.geteuid())
+    for sighting in stamped:
+        if problem is None:
+            try:
+                append_json_line(os.path.join(run_dir, SIGHTINGS), sighting)
+            except OSError as error:
+                problem = str(error)
+    if problem:
+        say(f'sightings not written to {run_dir}: {problem}')
+    entries = [suspect_entry(sighting) for sighting in stamped if sighting['kind'] in COMMENT_KINDS]
+    if entries and report_to_slurm(entries, environ) is None and job_id:
+        say('the job comment was not updated (scontrol failed or is missing)')
+
+
+# Stacks of a hung job: py-spy from the next step, else the rank's own faulthandler ---------------------
+
+def run_dir_of(argv: list[str]) -> str | None:
+    """The --run-dir a trainer's command line names."""
+    for position, argument in enumerate(argv):
+        if argument == '--run-dir' and position + 1 < len(argv):
+            return argv[position + 1]
+        if argument.startswith('--run-dir='):
+            return argument.split('=', 1)[1]
+    return None
+
+
+def trainer_processes(job_id: str, run_dir: str, uid: int, proc_root: str = '/proc', exclude=(),
+                      program: str = os.path.basename(__file__)) -> list[dict]:
+    """This job's trainer processes on this node: {pid, rank}, by rank.
+
+    One is a process of `uid` whose environment names the job (SLURM_JOB_ID) and whose command line runs this
+    program (`program`, its file name) on `run_dir` in training mode; `exclude`: pids passed over (our own).
+    """
+    found = []
+    for entry in os.listdir(proc_root):
+        if not entry.isdigit() or int(entry) in exclude:
+            continue
+        base = os.path.join(proc_root, entry)
+        try:
+            if os.stat(base).st_uid != uid:
+                continue
+            with open(os.path.join(base, 'cmdline'), 'rb') as handle:
+                argv = [part.decode(errors='replace') for part in handle.read().split(b'\0')[:-1]]
+            with open(os.path.join(base, 'environ'), 'rb') as handle:
+                environ = dict(item.decode(errors='replace').split('=', 1)
+                               for item in handle.read().split(b'\0') if b'=' in item)
+            given = run_dir_of(argv)
+            if given is not None and not os.path.isabs(given):
+                given = os.path.join(os.readlink(os.path.join(base, 'cwd')), given)
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        runs_program = program in {os.path.basename(argument) for argument in argv[:4]}  # python [-u ...] FILE
+        if (environ.get('SLURM_JOB_ID') != job_id or not runs_program or is_supervision(argv) or given is None
+                or os.path.normpath(given) != os.path.normpath(run_dir)):
+            continue
+        rank = environ.get('SLURM_PROCID') or environ.get('RANK') or ''
+        found.append({'pid': int(entry), 'rank': int(rank) if rank.isdigit() else None})
+    return sorted(found, key=lambda process: (process['rank'] is None, process['rank'] or 0, process['pid']))
+
+
+def catches(pid: int, signum: int, proc_root: str = '/proc') -> bool:
+    """Whether the process has a handler for the signal (its default action would end it)."""
+    try:
+        with open(os.path.join(proc_root, str(pid), 'status'), encoding='ascii') as status:
+            caught = next(int(line.split()[1], 16) for line in status if line.startswith('SigCgt:'))
+    except (OSError, StopIteration, ValueError):
+        return False
+    return bool(caught & 1 << (signum - 1))
+
+
+def find_py_spy() -> str | None:
+    """py-spy of this environment (beside its python), else one on PATH."""
+    beside = os.path.join(os.path.dirname(sys.executable), 'py-spy')
+    return beside if os.access(beside, os.X_OK) else shutil.which('py-spy')
+
+
+def dump_one(process: dict, path: str, py_spy: str | None, proc_root='/proc', run=subprocess.run,
+             send=os.kill) -> str:
+    """One rank's stacks into `path`; how they were taken."""
+    header = f"--- pid {process['pid']} rank {process['rank']} taken {time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n"
+    failure = 'py-spy is not installed'
+    if py_spy:
+        try:
+            done = run([py_spy, 'dump', '--pid', str(process['pid'])], capture_output=True, text=True,
+                       timeout=PY_SPY_TIMEOUT, check=False)
+            if done.returncode == 0:
+                with open_private(path, append=False) as handle:
+                    handle.write(header + done.stdout)
+                return 'py-spy'
+            failure = f'py-spy failed (exit {done.returncode}): {(done.stderr or done.stdout).strip()[-300:]}'
+        except subprocess.TimeoutExpired:
+            failure = f'py-spy took more than {PY_SPY_TIMEOUT}s'
+        except OSError as error:
+            failure = f'py-spy could not run: {error}'
+    rank_file = f"{STACKS_DIR}/rank-{process['rank']}.txt"
+    if catches(process['pid'], STACK_SIGNAL, proc_root):
+        send(process['pid'], STACK_SIGNAL)
+        how = f'{failure}; {STACK_SIGNAL.name} sent: the rank appends its own stacks to {rank_file}'
+    else:
+        how = f'{failure}; no stack handler in the process yet, nothing sent'
+    with open_private(path, append=False) as handle:
+        handle.write(header + how + '\n')
+    return how
+
+
+def dump_stacks(run_dir: str, environ=None, proc_root: str = '/proc', py_spy: str | None = None,
+                run=subprocess.run, send=os.kill, say=log) -> int:
+    """The stacks of this job's ranks on this node into RUN_DIR/stacks/<node>-rank<r>-restart<k>.txt; how many."""
+    job_id, restart = job_run(environ)
+    node = node_name(environ)
+    stacks = os.path.join(run_dir, STACKS_DIR)
+    problem = trusted_dir_problem(run_dir, os.geteuid()) or trusted_dir_problem(stacks, os.geteuid())
+    if problem:
+        say(f'stacks on {node}: not written: {problem}')
+        return 0
+    processes = trainer_processes(job_id or '', run_dir, os.geteuid(), proc_root, exclude={os.getpid(), os.getppid()})
+    if not processes:
+        say(f'stacks on {node}: no trainer process of job {job_id} here')
+        return 0
+    safe_node = re.sub(r'[^A-Za-z0-9._-]', '_', node)
+
+    def one(process):
+        path = os.path.join(stacks, f"{safe_node}-rank{process['rank']}-restart{restart}.txt")
+        try:
+            return path, dump_one(process, path, py_spy, proc_root, run, send)
+        except OSError as error:
+            return path, f'not written: {error}'
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+        for process, (path, how) in zip(processes, pool.map(one, processes)):
+            say(f"stacks on {node}: rank {process['rank']} pid {process['pid']} -> {path} ({how})")
+    return len(processes)
+
+
+# Node checks and the restart budget, for the job shell -------------------------------------------------
+
+def node_verdict(lines, expected: list[str]) -> dict:
+    """The nodes' answers (one JSON line each: {"node", "healthy", "reason"}) against the nodes of the job.
+
+    verdict: healthy (every node said so), bad (a node said it is not, or did not answer: lost or unreachable) or
+    unknown (no node answered: the check itself is missing or failed, so it proves nothing).
+    """
+    answers = {}
+    for line in lines:
+        start = line.find('{')
+        if start < 0:
+            continue
+        with contextlib.suppress(ValueError):
+            answer = json.loads(line[start:])
+            if isinstance(answer, dict) and answer.get('node'):
+                answers[str(answer['node'])] = answer
+    short = {name.split('.')[0]: name for name in answers}
+    unhealthy = [{'node': name, 'reason': str(answer.get('reason') or 'no reason given')}
+                 for name, answer in answers.items() if answer.get('healthy') is not True]
+    silent = [name for name in expected if name not in answers and name.split('.')[0] not in short]
+    verdict = 'unknown' if not answers else ('bad' if unhealthy or silent else 'healthy')
+    return {'verdict': verdict, 'healthy': sorted(name for name, answer in answers.items()
+                                                  if answer.get('healthy') is True),
+            'unhealthy': unhealthy, 'silent': silent}
+
+
+def newest_checkpoint(run_dir: str) -> int | None:
+    with contextlib.suppress(OSError):
+        found, _skipped = discover_checkpoints(run_dir)
+        return found[0][0] if found else None
+    return None
+
+
+def restart_budget(records: list[dict], job_id: str | None, checkpoint: int | None, max_restarts: int) -> dict:
+    """Whether a failed run may be requeued: fewer than max_restarts earlier failures of this job at this checkpoint.
+
+    A failure counts until the run commits a newer checkpoint: a job that keeps making progress is never given up,
+    one that fails again and again from the same checkpoint is, after max_restarts restarts.
+    """
+    earlier = sum(1 for record in records if record.get('job_id') == job_id and record.get('checkpoint') == checkpoint)
+    return {'failures': earlier, 'max_restarts': max_restarts, 'checkpoint': checkpoint,
+            'requeue': earlier < max_restarts}
+
+
+def read_json_lines(path: str) -> list[dict]:
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return []
+    records = []
+    with os.fdopen(descriptor, encoding='utf-8') as handle:
+        for line in handle:
+            with contextlib.suppress(ValueError):
+                record = json.loads(line)
+                if isinstance(record, dict):
+                    records.append(record)
+    return records
+
+
+# The job shell's helpers ---------------------------------------------------------------------------------
+
+def parse_supervision_args(argv) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog='llmforge-train', description='What the reference job\'s sbatch script asks while the trainer runs and '
+        'after it ended (no torch is imported). Exit codes are listed per mode.')
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument('--hang-check', metavar='RUN_DIR',
+                      help=f'one JSON line on this job run\'s progress; exit {HUNG_EXIT} hung, {LOST_EXIT} a rank '
+                      'failed --lost-grace seconds ago, 0 otherwise')
+    mode.add_argument('--dump-stacks', action='store_true',
+                      help='the stacks of this job\'s trainer processes on this node into RUN_DIR/stacks '
+                      '(py-spy, else SIGUSR2 to the rank)')
+    mode.add_argument('--node-verdict', metavar='RUN_DIR',
+                      help=f'judge the nodes\' check answers read on stdin; exit 0 all healthy, {NODES_BAD_EXIT} a '
+                      f'node unhealthy or silent, {NODES_UNKNOWN_EXIT} no answer at all')
+    mode.add_argument('--restart-budget', metavar='RUN_DIR',
+                      help=f'record a failed run; exit 0 when it may be requeued, {RESTARTS_SPENT_EXIT} when not')
+    parser.add_argument('--run-dir', help='the run directory (--dump-stacks)')
+    parser.add_argument('--seconds', type=float, default=300.0, help='hang after this long without progress (0: never)')
+    parser.add_argument('--lost-grace', type=float, default=None,
+                        help='lost when a rank failed this long ago and the step still runs (default: not checked)')
+    parser.add_argument('--report', action='store_true',
+                        help='write sightings.jsonl (a hang also goes to the Slurm job comment)')
+    parser.add_argument('--nodes', default='', help='the job\'s nodelist (--node-verdict)')
+    parser.add_argument('--max-restarts', type=int, default=3, help='failed runs requeued from one checkpoint')
+    parser.add_argument('--reason', default='', help='why the run failed (--restart-budget)')
+    args = parser.parse_args(argv)
+    if args.dump_stacks and not args.run_dir:
+        parser.error('--dump-stacks needs --run-dir')
+    return args
+
+
+def supervise(argv, environ=None) -> int:
+    args = parse_supervision_args(argv)
+    job_id, restart = job_run(environ)
+    if args.dump_stacks:
+        dump_stacks(os.path.abspath(args.run_dir), environ, py_spy=find_py_spy())
+        return 0
+    if args.hang_check:
+        run_dir = args.hang_check
+        state = progress_state(heartbeats_of(run_dir, job_id, restart), failures_of(run_dir, job_id, restart),
+                               time.time(), args.seconds, args.lost_grace)
+        log(json.dumps(state))
+        if state['state'] == 'hung':
+            if args.report:
+                record_sightings(run_dir, [{'kind': 'hang', 'node': state['node'], 'rank': state['rank'],
+                                            'step': state['step'], 'phase': state['phase'],
+                                            'stopped_seconds': state['stopped_seconds']}], environ)
+            return HUNG_EXIT
+        return LOST_EXIT if state['state'] == 'lost' else 0
+    if args.node_verdict:
+        verdict = node_verdict(sys.stdin, hostnames(args.nodes) if args.nodes else [])
+        log(json.dumps(verdict))
+        if args.report and verdict['verdict'] == 'bad':
+            record_sightings(args.node_verdict, [{'kind': 'unhealthy', **entry} for entry in verdict['unhealthy']]
+                             + [{'kind': 'lost', 'node': node} for node in verdict['silent']], environ)
+        return {'healthy': 0, 'bad': NODES_BAD_EXIT}.get(verdict['verdict'], NODES_UNKNOWN_EXIT)
+    return restart_decision(args.restart_budget, args.max_restarts, args.reason, environ)
+
+
+def restart_decision(run_dir: str, max_restarts: int, reason: str, environ=None) -> int:
+    """Print the failed ranks' errors and the budget; record this failure; 0 (requeue) or RESTARTS_SPENT_EXIT."""
+    job_id, restart = job_run(environ)
+    for failure in sorted(failures_of(run_dir, job_id, restart), key=lambda record: record.get('rank', 0)):
+        log(f"rank {failure.get('rank')} on {failure.get('node')} failed: {failure.get('error')}")
+    if trusted_dir_problem(run_dir, os.geteuid()):  # the trainer never got as far as its run directory
+        decision = {'failures': restart, 'max_restarts': max_restarts, 'checkpoint': None,
+                    'requeue': restart < max_restarts, 'counted_by': 'SLURM_RESTART_COUNT'}
+    else:
+        path = os.path.join(run_dir, RESTARTS)
+        decision = restart_budget(read_json_lines(path), job_id, newest_checkpoint(run_dir), max_restarts)
+        with contextlib.suppress(OSError):
+            append_json_line(path, {'time': time.time(), 'job_id': job_id, 'restart': restart, 'reason': reason,
+                                    'checkpoint': decision['checkpoint'], 'requeued': decision['requeue']})
+    log(json.dumps(decision))
+    return 0 if decision['requeue'] else RESTARTS_SPENT_EXIT
+
+
 # Model and data ----------------------------------------------------------------------------------
 
 class TinyGPT(torch.nn.Module if torch else object):
@@ -373,7 +1052,57 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.add_argument(option, choices=choices, default=choices[0])
     parser.add_argument('--log-every', type=int, default=10)
     parser.add_argument('--summary', help='write a JSON summary of this run here (rank 0)')
-    return parser.parse_args(argv)
+    parser.add_argument('--straggler-factor', type=float, default=1.5,
+                        help="a rank whose step compute time exceeds this times the other ranks' median is slow")
+    parser.add_argument('--straggler-steps', type=int, default=20,
+                        help='slow this many steps in a row: reported as a straggler (0 turns the check off)')
+    parser.add_argument('--step-log-bytes', type=int, default=STEP_LOG_BYTES,
+                        help='RUN_DIR/steps/rank-<r>.jsonl is rotated to .1 at this size (0: never)')
+    drills = parser.add_argument_group('drills', 'faults on purpose, to see the job heal itself')
+    drills.add_argument('--drill-slow-rank', type=int, default=-1, help='this rank sleeps in every step...')
+    drills.add_argument('--drill-slow-seconds', type=float, default=0.0, help='...this long: a straggler')
+    drills.add_argument('--drill-hang-rank', type=int, default=-1, help='this rank stops for good...')
+    drills.add_argument('--drill-hang-step', type=int, default=0, help='...at the start of this step: a hang')
+    parser.epilog = ('The job shell\'s helpers (--hang-check, --dump-stacks, --node-verdict, --restart-budget): '
+                     'llmforge-train --hang-check . --help.')
+    args = parser.parse_args(argv)
+    if args.straggler_factor <= 1 or args.straggler_steps < 0 or args.step_log_bytes < 0:
+        parser.error('--straggler-factor must be above 1, --straggler-steps and --step-log-bytes 0 or more')
+    return args
+
+
+def drill(args, rank: int, step: int) -> None:
+    """The faults --drill-* ask for, where a real one would strike: in the rank's own work before its forward pass."""
+    if rank == args.drill_slow_rank and args.drill_slow_seconds > 0:
+        time.sleep(args.drill_slow_seconds)
+    if rank == args.drill_hang_rank and step == args.drill_hang_step:
+        log(f'drill: rank {rank} hangs at step {step}')
+        while True:
+            time.sleep(3600)
+
+
+class ForwardTimer:
+    """Seconds of a forward pass on this rank's device (CUDA events: read them after the step's sync, no extra wait)."""
+
+    def __init__(self, device):
+        self.cuda = device.type == 'cuda'
+
+    def __enter__(self):
+        if self.cuda:
+            self.begin, self.end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            self.begin.record()
+        else:
+            self.begin = time.perf_counter()
+        return self
+
+    def __exit__(self, *_exc):
+        if self.cuda:
+            self.end.record()
+        else:
+            self.end = time.perf_counter()
+
+    def seconds(self) -> float:
+        return self.begin.elapsed_time(self.end) / 1000 if self.cuda else self.end - self.begin
 
 
 def init_distributed(env: dict, backend: str, device) -> None:
@@ -415,6 +1144,9 @@ class Trainer:
         self.backend = args.backend if args.backend != 'auto' else ('nccl' if use_cuda else 'gloo')
         self.precision = args.precision if args.precision != 'auto' else ('bf16' if use_cuda else 'fp32')
         self.checkpoints = []
+        self.records = None  # RankRecords, once the run directory is ready
+        self.stragglers = StragglerDetector(args.straggler_factor, args.straggler_steps)
+        self.sightings = []
 
     @property
     def stop_requested(self) -> bool:
@@ -427,18 +1159,22 @@ class Trainer:
         shared = [f"{self.env['job_id'] or 'local'}-{secrets.token_hex(3)}"]
         dist.broadcast_object_list(shared, src=0)  # every rank must write into the same temporary directory
         self.token = shared[0]
-        self.hosts = [None] * self.world
-        dist.all_gather_object(self.hosts, socket.gethostname())
+        names = [None] * self.world
+        dist.all_gather_object(names, (socket.gethostname(), node_name()))
+        self.hosts, self.nodes = [host for host, _node in names], [node for _host, node in names]
         os.umask(os.umask(0o022) | 0o022)  # checkpoints group- or world-writable would be refused on resume
         refused = [None]
         if self.rank == 0:
             try:
-                prepare_run_dir(self.args.run_dir, os.geteuid(), new=self.args.new_run_dir)
+                run_dir = prepare_run_dir(self.args.run_dir, os.geteuid(), new=self.args.new_run_dir)
+                for name in SUPERVISION_DIRS:
+                    private_dir(os.path.join(run_dir, name), os.geteuid())
             except RefusedRunDir as error:
                 refused[0] = str(error)
         dist.broadcast_object_list(refused, src=0)  # every rank stops, none waits in a collective for rank 0
         if refused[0]:  # every rank leaves at once (os._exit): tearing gloo down here can block on a peer
             raise RefusedRunDir(refused[0])
+        self.records = RankRecords(self.args.run_dir, self.rank, step_log_bytes=self.args.step_log_bytes)
         self.build()
 
     def build(self) -> None:
@@ -463,6 +1199,7 @@ class Trainer:
 
     def save(self, step: int) -> None:
         started = time.perf_counter()
+        self.records.beat(step, 'checkpoint')
         final = os.path.join(self.args.run_dir, f'step_{step:08d}')
         tmp = os.path.join(self.args.run_dir, f'{TMP_PREFIX}{step:08d}-{self.token}')
         dcp.save(self.state(), storage_writer=dcp.FileSystemWriter(tmp))
@@ -510,21 +1247,36 @@ class Trainer:
         self.last_checkpoint_time = time.monotonic()
         for step in range(first_step, a.steps + 1):
             started = time.perf_counter()
+            # A heartbeat at each phase: a rank stuck before the others' next collective is the one behind.
+            self.records.beat(step, 'forward')
+            drill(a, self.rank, step)
             inputs, targets = synthetic_batch(successors, a.seed, step, self.rank, a.batch_size, a.seq_len)
-            with autocast:
-                logits = self.model(inputs.to(self.device))
+            prepared = time.perf_counter() - started
+            with ForwardTimer(self.device) as forward:
+                with autocast:
+                    logits = self.model(inputs.to(self.device))
             loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), targets.to(self.device).flatten())
+            self.records.beat(step, 'backward')
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             self.optimizer.step()
+            self.records.beat(step, 'sync')
             minutes = (time.monotonic() - self.last_checkpoint_time) / 60
             time_due = 0 < a.ckpt_every_minutes <= minutes
-            # One small all-reduce per step: the mean loss, and whether any rank was signalled or is due to save.
-            shared = torch.tensor([loss.item(), self.stop_requested, time_due], dtype=torch.float64, device=self.device)
-            dist.all_reduce(shared)
-            loss_sum, signalled, due = shared.tolist()
+            loss_value = loss.item()  # waits for this rank's device, so the forward timer can be read
+            compute = prepared + forward.seconds()  # the rank's own work, no collective in it: where slowness shows
+            # One small all-gather per step: every rank's loss, whether it was signalled or is due to save, its compute.
+            mine = torch.tensor([loss_value, self.stop_requested, time_due, compute], dtype=torch.float64,
+                                device=self.device)
+            gathered = [torch.empty_like(mine) for _rank in range(self.world)]
+            dist.all_gather(gathered, mine)
+            table = torch.stack(gathered).cpu()
+            loss_sum, signalled, due = table[:, :3].sum(dim=0).tolist()
             step_times.append(time.perf_counter() - started)
             losses.append(loss_sum / self.world)
+            self.records.step_done(step, step_times[-1], compute)
+            if self.rank == 0:
+                self.watch_stragglers(table[:, 3].tolist())
             if step in (first_step, a.steps) or step % max(a.log_every, 1) == 0:
                 self.say(f'step={step} loss={losses[-1]:.4f} tokens_per_s={tokens_per_step / step_times[-1]:.1f} '
                          f'step_time_s={step_times[-1]:.4f}')
@@ -535,6 +1287,21 @@ class Trainer:
                 self.say(f'signal: checkpointed at step {step}, exiting for requeue')
                 return step, 'signal', losses, step_times
         return step, 'target', losses, step_times
+
+    def watch_stragglers(self, computes: list[float]) -> None:
+        """Rank 0: note and report the ranks that have been slow for --straggler-steps steps (once a node)."""
+        found = [{**sighting, 'time': time.time()} for sighting in self.stragglers.observe(computes, self.nodes)]
+        for sighting in found:
+            log(f"straggler: rank {sighting['rank']} on {sighting['node']} took x{sighting['factor']} the other ranks' "
+                f"median compute time for {sighting['steps']} steps")
+        if found:
+            self.sightings.extend(found)
+            # scontrol may take seconds at scale: the step loop does not wait for it.
+            threading.Thread(target=record_sightings, args=(self.args.run_dir, found), daemon=True).start()
+
+    def record_failure(self, error: str) -> None:
+        if self.records:
+            self.records.failed(error)
 
     def summary(self, resumed, last_step, exit_reason, losses, step_times) -> dict:
         a = self.args
@@ -549,6 +1316,7 @@ class Trainer:
             'loss_first': losses[0] if losses else None, 'loss_last': losses[-1] if losses else None,
             'tokens_per_s': a.batch_size * a.seq_len * self.world / step_time if step_time else None,
             'step_time_s': step_time, 'checkpoints': self.checkpoints, 'exit_reason': exit_reason,
+            'stragglers': self.sightings,
         }
 
     def run(self) -> int:
@@ -566,6 +1334,9 @@ class Trainer:
 
 
 def main(argv=None, leave_at_once=False) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if is_supervision(argv):
+        return supervise(argv)
     args = parse_args(argv)
     if torch is None:
         raise SystemExit('llmforge-train needs torch, which this Python cannot import')
@@ -575,6 +1346,8 @@ def main(argv=None, leave_at_once=False) -> int:
     warnings.filterwarnings('ignore', message='TypedStorage is deprecated')
     if args.steps < 1:
         raise SystemExit('--steps must be at least 1')
+    faulthandler.enable(all_threads=True)  # a rank killed by SIGSEGV or SIGABRT (a CUDA fault) shows where it was
+    allow_stack_readers()
     trainer = Trainer(args, rendezvous(os.environ))
     if leave_at_once:
         try:
@@ -583,7 +1356,9 @@ def main(argv=None, leave_at_once=False) -> int:
             print(f'llmforge-train: refusing the run directory: {error}', file=sys.stderr)
             code = REFUSED_EXIT
         except BaseException:  # noqa: BLE001 - reported as Python would, then the same exit without destructors
-            traceback.print_exc()
+            error = traceback.format_exc()
+            print(error, file=sys.stderr, end='')
+            trainer.record_failure(error)  # the job shell reads it: a step that does not end now waits for a lost node
             code = 1
         leave(code)
     try:
