@@ -184,6 +184,10 @@ def _gpu_facts(index: int, gpu: ET.Element) -> dict[str, t.Any]:
         'serial': _text(gpu, 'serial'),
         'pci_bus_id': _text(gpu, 'pci/pci_bus_id') or gpu.get('id'),
         'memory_total_mib': _field(gpu, 'fb_memory_usage/total'),
+        'memory_used_mib': _field(gpu, 'fb_memory_usage/used'),
+        # The processes holding a context on the GPU (compute and graphics), by pid.
+        'processes': [_number(_text(item, 'pid'), int, 'processes/process_info/pid')
+                      for item in gpu.findall('processes/process_info') if _text(item, 'pid')],
         'persistence_mode': _enabled(_text(gpu, 'persistence_mode')),
         'ecc_enabled': _enabled(_text(gpu, 'ecc_mode/current_ecc')),
         'ecc_uncorrected_volatile': uncorrected,

@@ -16,6 +16,9 @@ follow the same rules:
 - a check whose subject is part of what it proves (LEVELED_CHECKS: `dcgm L1` .. `dcgm L4`) is named with its
   subject: a drain for `llmforge: dcgm L3 ...` is lifted only when a level-3 diagnostic ran and passed, never by
   the health check's level 1;
+- a node Slurm drained with its own generic reason for a failure of our job checks (SLURM_GENERIC_REASONS: a
+  failing Epilog drains with `Epilog error`) gets the precise reason of the failing checks in its place; it is not
+  resumed while healthy on that reason alone;
 - a node drained for any other reason (an administrator's, another tool's) is never resumed nor re-drained.
 """
 
@@ -35,6 +38,8 @@ RUN_CHECKS = frozenset({'run', 'timeout', 'nodecheck'})
 ERROR_REASON = 'nodecheck error'
 # Checks named with their subject (the DCGM diagnostic level) in drain reasons and in what a run evaluated.
 LEVELED_CHECKS = frozenset({'dcgm'})
+# Reasons slurmctld gives a node when our Epilog (llmforge-jobcheck) fails: replaced by the precise one.
+SLURM_GENERIC_REASONS = frozenset({'Epilog error'})
 
 _STATE = re.compile(r'(?:^|\s)State=(\S+)')
 # Reason runs to the next ` Key=` field (or the end); Slurm appends ` [user@time]`.
@@ -127,6 +132,8 @@ def drain_action(checks: t.Sequence[t.Mapping[str, t.Any]], node: t.Mapping[str,
     drained = bool(node.get('drained'))
     old = str(node.get('reason') or '')
     if reason:
+        if drained and old in SLURM_GENERIC_REASONS:
+            return {'action': 'drain', 'reason': reason, 'why': f'failing, drained by Slurm as "{old}": the precise reason instead'}
         if drained:
             return {'action': None, 'reason': reason, 'why': f'failing, already drained ({old or "no reason"})'}
         return {'action': 'drain', 'reason': reason, 'why': 'failing'}

@@ -16,6 +16,7 @@ from ansible_collections.llmforge.cluster.plugins.module_utils import _file_tree
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 LAUNCHERS = {
     'programs._nodecheck': ROOT / 'roles' / 'slurm_node' / 'files' / 'llmforge-nodecheck',
+    'programs._jobcheck': ROOT / 'roles' / 'slurm_node' / 'files' / 'llmforge-jobcheck',
     'programs._slurm_metrics': ROOT / 'roles' / 'monitoring' / 'files' / 'llmforge-slurm-metrics',
     'programs._checkpoint_prune': ROOT / 'roles' / 'lustre_client' / 'files' / 'llmforge-checkpoint-prune',
 }

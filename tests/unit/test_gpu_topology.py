@@ -66,7 +66,7 @@ def test_real_capture_gpu_facts():
     assert facts['gpus'] == [{
         'index': 0, 'name': 'NVIDIA H200', 'uuid': 'GPU-2ac7255b-1207-037b-618f-32ebea4b8c67',
         'serial': '1654524132079', 'pci_bus_id': '00000000:00:06.0', 'memory_total_mib': 143771,
-        'persistence_mode': True, 'ecc_enabled': True, 'ecc_uncorrected_volatile': 0, 'ecc_corrected_volatile': 0,
+        'memory_used_mib': 0, 'processes': [], 'persistence_mode': True, 'ecc_enabled': True, 'ecc_uncorrected_volatile': 0, 'ecc_corrected_volatile': 0,
         'remapped_rows_pending': False, 'remapped_rows_failure': False, 'mig_enabled': False,
         'pcie_gen_current': 5, 'pcie_gen_max': 5, 'pcie_width_current': 16, 'pcie_width_max': 16,
         'temperature_c': 39, 'power_limit_w': 700.0, 'recovery_action': 'None', 'clocks_event_reasons': ['gpu_idle'],

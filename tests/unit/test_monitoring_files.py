@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import _prometheus
-from ansible_collections.llmforge.cluster.plugins.module_utils.programs import _slurm_metrics
+from ansible_collections.llmforge.cluster.plugins.module_utils.programs import _remediate, _slurm_metrics
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FILES = ROOT / 'roles' / 'monitoring' / 'files'
@@ -109,10 +109,20 @@ def slurm_metric_names() -> set[str]:
     return set(re.findall(r'(?m)^# TYPE (\S+) ', text))
 
 
+def remediate_metric_names() -> set[str]:
+    """Every metric llmforge-remediate writes (a histogram's as its _bucket, _sum and _count series)."""
+    counts = {'states': {}, 'outcomes': {}, 'rma': 0, 'repaired': [60.0], 'nodes': [('gpu001', 'rma', 0.0)]}
+    text = _remediate.metrics_text(counts, {'ok': True, 'at': 0})
+    names = set()
+    for name, kind in re.findall(r'(?m)^# TYPE (\S+) (\S+)', text):
+        names |= {f'{name}_bucket', f'{name}_sum', f'{name}_count'} if kind == 'histogram' else {name}
+    return names
+
+
 def known_metrics() -> set[str]:
     recorded = {rule['record'] for rule in rules() if 'record' in rule}
     exporters = PROMETHEUS_METRICS | NODE_EXPORTER_METRICS | IPMI_METRICS | DCGM_METRICS
-    return exporters | VALIDATOR_METRICS | slurm_metric_names() | recorded
+    return exporters | VALIDATOR_METRICS | slurm_metric_names() | remediate_metric_names() | recorded
 
 
 # alert rules ---------------------------------------------------------------

@@ -22,8 +22,9 @@ PROGRAMS = sorted(LAUNCHERS)
 
 def test_each_program_gets_its_imports_and_nothing_else():
     assert np.closure(MODULE_UTILS_DIR, 'programs._nodecheck') == [
-        '_checks.py', '_dcgm_diag.py', '_files.py', '_gpu_catalog.py', '_gpu_topology.py', '_module_errors.py',
-        '_proc.py', '_prometheus.py', '_rdma_links.py', '_slurm_drain.py', '_validators.py', 'programs/_nodecheck.py']
+        '_checks.py', '_dcgm_diag.py', '_files.py', '_gpu_catalog.py', '_gpu_topology.py', '_kernel_log.py',
+        '_module_errors.py', '_proc.py', '_prometheus.py', '_rdma_links.py', '_slurm_drain.py', '_validators.py',
+        'programs/_jobcheck.py', 'programs/_nodecheck.py']
     assert np.closure(MODULE_UTILS_DIR, 'programs._slurm_metrics') == [
         '_checks.py', '_files.py', '_proc.py', '_prometheus.py', 'programs/_slurm_metrics.py']
     assert np.closure(MODULE_UTILS_DIR, 'programs._checkpoint_prune') == ['programs/_checkpoint_prune.py']

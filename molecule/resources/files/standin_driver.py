@@ -7,8 +7,11 @@
 VERSION is a Debian package version such as 580.159.04-1; its branch (580) is what `gpu_driver_branch` pins. The
 packages carry the names the gpu_driver role installs on Debian (nvidia-smi, libnvidia-ml1, nvidia-persistenced,
 libnvidia-cfg1, firmware-nvidia-gsp) and do what installing a real driver does to a node, as far as a container
-allows: nvidia-smi's postinst creates the /dev/nvidia0..N-1 and /dev/nvidiactl device nodes (major 195, as the
-driver's udev rules and nvidia-modprobe do), and /usr/bin/nvidia-smi answers from the simulated GPUs under
+allows: /usr/bin/nvidia-modprobe creates the /dev/nvidia0..N-1 and /dev/nvidiactl device nodes (major 195) and starts
+the node's simulated kernel log, /run/llmforge-sim/kernel.log, with the driver's load message; nvidia-smi's
+postinst runs it once, and nvidia-persistenced runs it at every boot before it starts, as the real daemon has
+nvidia-modprobe make the device files (a container's /dev and /run are new at each start, as a server's are after
+a reboot: without this, slurmd waits for /dev/nvidia0 forever). /usr/bin/nvidia-smi answers from the simulated GPUs under
 /usr/local/share/llmforge-sim/gpu, which the postinst (re)writes from the fixture in this directory with the
 package's own driver version, as a driver update changes what nvidia-smi reports. The fixture is the 8-GPU HGX
 H200 one (fixture/smi_q.xml, topo_m.txt, smi_version.txt) and nvidia-smi-shim replays it. A --broken release
@@ -33,16 +36,32 @@ SIM = '/usr/local/share/llmforge-sim'
 SHARE = '/usr/share/llmforge-sim-driver'
 LIB = '/usr/lib/llmforge-sim-driver'
 
+# Stand-in for nvidia-modprobe: the device files of the simulated GPUs, and the kernel log a loaded driver starts.
+NVIDIA_MODPROBE = f"""#!/bin/sh
+# Stand-in for NVIDIA's nvidia-modprobe: makes /dev/nvidia0..N-1 and /dev/nvidiactl (major 195) for the simulated
+# GPUs and writes the driver's load message to the simulated kernel log (/run: empty after every start).
+set -e
+count=$(grep -c '<gpu id=' {SHARE}/smi_q.xml)
+i=0
+while [ "$i" -lt "$count" ]; do
+    [ -e /dev/nvidia$i ] || mknod -m 0666 /dev/nvidia$i c 195 $i
+    i=$((i + 1))
+done
+[ -e /dev/nvidiactl ] || mknod -m 0666 /dev/nvidiactl c 195 255
+mkdir -p -m 0755 /run/llmforge-sim
+if [ ! -s /run/llmforge-sim/kernel.log ]; then
+    version=$(sed -n 's/^DRIVER version *: *//p' {SHARE}/smi_version.txt)
+    # As `dmesg --ctime` prints it.
+    printf '[%s] NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  %s  Release Build\\n' \\
+        "$(LC_ALL=C date '+%a %b %e %H:%M:%S %Y')" "$version" >>/run/llmforge-sim/kernel.log
+    chmod 0640 /run/llmforge-sim/kernel.log
+fi
+"""
+
 POSTINST = f"""#!/bin/sh
 set -e
 if [ "$1" = configure ]; then
-    count=$(grep -c '<gpu id=' {SHARE}/smi_q.xml)
-    i=0
-    while [ "$i" -lt "$count" ]; do
-        [ -e /dev/nvidia$i ] || mknod -m 0666 /dev/nvidia$i c 195 $i
-        i=$((i + 1))
-    done
-    [ -e /dev/nvidiactl ] || mknod -m 0666 /dev/nvidiactl c 195 255
+    /usr/bin/nvidia-modprobe
     mkdir -p {SIM}/gpu {SIM}/gpu-healthy
     cp {SHARE}/* {SIM}/gpu-healthy/
     cp {SHARE}/* {SIM}/gpu/
@@ -62,6 +81,8 @@ PERSISTENCED_UNIT = """[Unit]
 Description=NVIDIA Persistence Daemon (test stand-in)
 
 [Service]
+# As the real daemon has nvidia-modprobe make the device files when it starts, at every boot.
+ExecStartPre=/usr/bin/nvidia-modprobe
 ExecStart=/bin/sleep infinity
 
 [Install]
@@ -121,6 +142,7 @@ def main(argv: list[str]) -> int:
         write(smi, f'{LIB}/nvidia-smi-shim', open(os.path.join(HERE, 'nvidia-smi-shim'), encoding='utf-8').read(),
               0o755)
         write(smi, '/usr/bin/nvidia-smi', NVIDIA_SMI_BROKEN if broken else NVIDIA_SMI, 0o755)
+        write(smi, '/usr/bin/nvidia-modprobe', NVIDIA_MODPROBE, 0o755)
         write(smi, 'DEBIAN/postinst', POSTINST, 0o755)
         persistenced = package_tree(build, 'nvidia-persistenced', version, 'NVIDIA persistence daemon',
                                     f'libnvidia-cfg1 (= {version})')

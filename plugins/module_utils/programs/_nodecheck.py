@@ -26,6 +26,8 @@ not be read or updated.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import os
 import sys
@@ -40,11 +42,13 @@ from ansible_collections.llmforge.cluster.plugins.module_utils import _validator
 from ansible_collections.llmforge.cluster.plugins.module_utils._checks import ascii_digits, healthy
 from ansible_collections.llmforge.cluster.plugins.module_utils._validators import (
     Task, command as _command, directory as _directory, seconds as _seconds, text as _string, unexpected as _unexpected)
+from ansible_collections.llmforge.cluster.plugins.module_utils.programs import _jobcheck as jobcheck
 
 DEFAULT_CONFIG = '/etc/llmforge/nodecheck.json'
 # The label of its metrics among the validators' (llmforge_validator_*{validator="nodecheck"}).
 VALIDATOR = 'nodecheck'
-CONFIG_KEYS = {'node_name', 'validators', 'timeout', 'drain', 'requeue', 'scontrol', 'squeue', 'textfile_dir', 'state_file'}
+CONFIG_KEYS = {'node_name', 'validators', 'timeout', 'drain', 'requeue', 'scontrol', 'squeue', 'textfile_dir', 'state_file',
+               'epilog_fault_file'}
 # Where a command given by its bare name is looked for; PATH itself is never used.
 SYSTEM_DIRS = validators.SYSTEM_DIRS
 
@@ -112,7 +116,7 @@ def check_config(data: t.Any) -> dict[str, t.Any]:
     if unknown:
         raise ConfigError(f'unknown field(s) {", ".join(unknown)}; known: {", ".join(sorted(CONFIG_KEYS))}')
     config = {'node_name': '', 'validators': {}, 'timeout': 10, 'drain': True, 'requeue': True, 'scontrol': 'scontrol',
-              'squeue': 'squeue', 'textfile_dir': '', 'state_file': ''}
+              'squeue': 'squeue', 'textfile_dir': '', 'state_file': '', 'epilog_fault_file': jobcheck.FAULT_FILE}
     config.update(data)
     _string(config['node_name'], 'node_name')
     _seconds(config['timeout'], 'timeout')
@@ -122,7 +126,7 @@ def check_config(data: t.Any) -> dict[str, t.Any]:
             raise ConfigError(f'{key} must be true or false')
     for key in ('scontrol', 'squeue'):
         _command(config[key], key)
-    for key in ('textfile_dir', 'state_file'):
+    for key in ('textfile_dir', 'state_file', 'epilog_fault_file'):
         _directory(config[key], key)
     return config
 
@@ -136,8 +140,11 @@ def _installed(command: str, package: str) -> str:
 
 
 def run_validators(config: dict[str, t.Any]) -> list[dict[str, t.Any]]:
-    """The checks of every configured validator, failures first; a validator that cannot run gives a failing check."""
-    return validators.run(config['validators'], float(config['timeout']), _installed)
+    """The checks of every configured validator, failures first; a validator that cannot run gives a failing check.
+    Then the `epilog` check: failing while the job epilog's fault record is there (see _jobcheck.py)."""
+    checks = validators.run(config['validators'], float(config['timeout']), _installed)
+    epilog = jobcheck.fault_check(config['epilog_fault_file'])
+    return sorted(checks + [epilog], key=lambda item: item['status'] != 'fail')
 
 
 def _scontrol(argv: list[str], timeout: float) -> str:
@@ -251,6 +258,31 @@ def _json_text(result: dict[str, t.Any]) -> str:
     return json.dumps(result, indent=1, sort_keys=True, default=str)
 
 
+@contextlib.contextmanager
+def _one_at_a_time(state_file: str) -> t.Iterator[None]:
+    """An exclusive lock beside the state file, held for one run (none without a state file), waited for at most
+    validators.MAX_SECONDS: a run still stuck past that does not stop this one."""
+    if not state_file:
+        yield
+        return
+    try:
+        handle = open(state_file + '.lock', 'a+', encoding='utf-8')  # pylint: disable=consider-using-with
+    except OSError:
+        yield
+        return
+    with handle:
+        deadline = time.monotonic() + validators.MAX_SECONDS
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+        yield
+
+
 def main(argv: t.Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog='llmforge-nodecheck', description=__doc__.split('\n\n', maxsplit=1)[0])
     parser.add_argument('--config', default=DEFAULT_CONFIG, help=f'expectation file (default {DEFAULT_CONFIG})')
@@ -259,6 +291,9 @@ def main(argv: t.Optional[list[str]] = None) -> int:
     parser.add_argument('--dry-run', action='store_true', help='say what would be done in Slurm without doing it')
     parser.add_argument('--json', action='store_true', help='print the whole result as JSON')
     parser.add_argument('--strict', action='store_true', help='exit 1 when the node is failing (default: 0 once handled)')
+    parser.add_argument('--request', action='store_true',
+                        help='a job asks (llmforge-nodecheck.socket): check and handle Slurm as usual, print one JSON line '
+                             '{node, healthy, reason}, exit 1 when failing')
     args = parser.parse_args(argv)
     for stream in (sys.stdout, sys.stderr):
         # Whatever the locale, odd characters read from the hardware are escaped, not a UnicodeEncodeError.
@@ -272,7 +307,9 @@ def main(argv: t.Optional[list[str]] = None) -> int:
         sys.stderr.write(f'llmforge-nodecheck: {err}\n')
         return 2
     node_name = args.node or config['node_name'] or os.environ.get('SLURMD_NODENAME') or os.uname().nodename.split('.')[0]
-    result = run(config, node_name, use_slurm=not args.no_slurm, dry_run=args.dry_run)
+    # One check at a time on a node (slurmd's periodic one and the jobs' requests): the second waits for the first.
+    with _one_at_a_time(config['state_file']):
+        result = run(config, node_name, use_slurm=not args.no_slurm, dry_run=args.dry_run)
     outputs: list[tuple[str, t.Callable[[], str]]] = []
     if config['textfile_dir']:
         outputs.append((os.path.join(config['textfile_dir'], 'llmforge_nodecheck.prom'), lambda: metrics_text(result)))
@@ -285,6 +322,11 @@ def main(argv: t.Optional[list[str]] = None) -> int:
             sys.stderr.write(f'llmforge-nodecheck: cannot write {path}: {err}\n')
         except Exception as err:  # pylint: disable=broad-except  # the other output is still written
             sys.stderr.write(f'llmforge-nodecheck: cannot write {path}: unexpected {_unexpected(err)}\n')
+    if args.request:
+        sys.stdout.write(json.dumps({'node': node_name, 'healthy': result['healthy'], 'reason': result['reason']}) + '\n')
+        sys.stdout.flush()
+        sys.stderr.write(summary(result) + '\n')
+        return 0 if result['healthy'] else 1
     sys.stdout.write((_json_text(result) if args.json else summary(result)) + '\n')
     if result['slurm_error']:
         sys.stderr.write(f"llmforge-nodecheck: {result['slurm_error']}\n")

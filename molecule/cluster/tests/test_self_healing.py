@@ -1,0 +1,178 @@
+# Copyright: (c) 2026, llmforge.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Self-healing drills: a fault under a running job ends with the job training again, with no one acting.
+
+Each drill injects a real fault (a node killed, an Xid in the stand-in driver's kernel log, a rank stopped, a
+trainer that cannot run) into the reference job on both GPU nodes and waits for the cluster to handle it. Their
+timelines come from Slurm's own records (sacct's runs of the job, scontrol's node times) and are printed.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import re
+import subprocess
+
+import pytest
+
+from conftest import FIRST, NODES, SECOND, drain_reasons
+from scenario_helpers import wait_for
+from test_training import checkpoints, job_fields, log_of, run_dir, submit, wait_finished
+
+DRILLS = os.environ.get('LLMFORGE_TRAINING_DRILLS', '1') == '1'
+pytestmark = pytest.mark.skipif(not DRILLS, reason='LLMFORGE_TRAINING_DRILLS=0')
+# Long enough never to finish during a drill; a checkpoint every 10 steps. The drills cancel the job at the end.
+LONG_RUN = ['--steps', '100000', '--ckpt-every-steps', '10', '--log-every', '1']
+# The job's watcher looks every 2 s; a failed rank with the step still running after 10 s means a lost node.
+FAST = 'LLMFORGE_POLL_SECONDS=2 LLMFORGE_LOST_GRACE=10 LLMFORGE_STOP_GRACE=10'
+
+
+def now(ctl):
+    return ctl.check_output('date --iso-8601=seconds').strip()
+
+
+def runs(ctl, job):
+    """The job's runs as Slurm accounted them (sacct -D: one row per start, the requeued ones included)."""
+    out = ctl.check_output(f'sacct -D -X -n -P -j {job} -o JobID,State,Start,End,NodeList,Restart%0 2>/dev/null || '
+                           f'sacct -D -X -n -P -j {job} -o JobID,State,Start,End,NodeList')
+    rows = [line.split('|') for line in out.splitlines() if line.strip()]
+    return [{'state': row[1], 'start': row[2], 'end': row[3], 'nodes': row[4]} for row in rows]
+
+
+def node_field(ctl, node, field):
+    return dict(re.findall(r'(\w+)=(\S*)', ctl.check_output(f'scontrol show node -o {node}'))).get(field, '')
+
+
+def node_usable(ctl, node):
+    state = ctl.check_output(f'sinfo -h -N -n {node} -o %T').strip()
+    return state in ('idle', 'mixed', 'allocated')
+
+
+def seconds_between(first, second):
+    parse = datetime.datetime.fromisoformat
+    return (parse(second) - parse(first)).total_seconds()
+
+
+def timeline(title, events):
+    """Print `events` [(label, iso time)] with the seconds since the first."""
+    start = events[0][1]
+    lines = [f'{title}:'] + [f'  {label:<28} {when}  (+{seconds_between(start, when):.0f} s)' for label, when in events]
+    print('\n'.join(lines))
+
+
+def resumed_after(ctl, job, restart):
+    """The trainer's "resumed step=N" of run `restart` (0 when it started fresh), None before it logged it."""
+    text = log_of(ctl, job)
+    runs_text = re.split(r'^llmforge-train: \S+ job \d+ restart \d+ ', text, flags=re.M)
+    if len(runs_text) <= restart + 1:
+        return None
+    found = re.search(r'^resumed step=(\d+) ', runs_text[restart + 1], re.M)
+    return int(found.group(1)) if found else None
+
+
+def docker(*argv):
+    subprocess.run(['docker', *argv], check=True, capture_output=True, timeout=120)
+
+
+@pytest.fixture
+def healthy_nodes(hosts, ctl):
+    """Both GPU nodes in service before and after the drill (a drill that failed half-way leaves none behind)."""
+    yield
+    for node in NODES:
+        subprocess.run(['docker', 'start', node], capture_output=True, timeout=120, check=False)
+    for node in NODES:
+        wait_for(lambda node=node: node_usable(ctl, node) or 'DRAIN' in node_field(ctl, node, 'State'), timeout=240)
+        reason = drain_reasons(ctl).get(node, '')
+        if reason.startswith('llmforge:') or reason.startswith('drill'):
+            ctl.run(f'scontrol update NodeName={node} State=RESUME')
+
+
+def test_a_hard_node_loss_requeues_at_once_and_the_node_returns_by_itself(hosts, ctl, healthy_nodes):
+    """docker kill gpu2 under the job: the job notices within seconds (not SlurmdTimeout), requeues itself; the
+    node, started again, comes back with its GPU devices and slurmd by itself; the job resumes under its id."""
+    job = submit(ctl, trainer_args=LONG_RUN, env=FAST)
+    directory = run_dir(job)
+    try:
+        assert wait_for(lambda: len(checkpoints(ctl, directory)) >= 2, timeout=300, interval=1), log_of(ctl, job)[-3000:]
+        before = checkpoints(ctl, directory)[-1]
+        fault = now(ctl)
+        docker('kill', SECOND)
+        assert wait_for(lambda: job_fields(ctl, job).get('Restarts') == '1', timeout=180, interval=1), \
+            log_of(ctl, job)[-3000:]
+        requeued = runs(ctl, job)[0]['end']
+        assert seconds_between(fault, requeued) < 120, (fault, requeued)  # SlurmdTimeout is 300 s
+        docker('start', SECOND)
+        assert wait_for(lambda: node_usable(ctl, SECOND), timeout=300, interval=2), \
+            ctl.check_output(f'scontrol show node {SECOND}')
+        back = node_field(ctl, SECOND, 'SlurmdStartTime')
+        assert hosts[SECOND].file('/dev/nvidia0').is_character_device
+        assert wait_for(lambda: resumed_after(ctl, job, 1) is not None, timeout=420, interval=2), log_of(ctl, job)[-3000:]
+        second = runs(ctl, job)[-1]
+        resumed = resumed_after(ctl, job, 1)
+        assert resumed >= before and job_fields(ctl, job).get('JobState') == 'RUNNING'
+        timeline(f'hard node loss drill (job {job}, resumed at step {resumed}, last checkpoint before the fault {before})',
+                 [('fault: docker kill ' + SECOND, fault), ('job requeued (sacct End)', requeued),
+                  (f'{SECOND} slurmd back', back), ('job running again (sacct Start)', second['start'])])
+    finally:
+        ctl.run(f'scancel {job}')
+
+
+def test_a_hung_rank_gets_its_stacks_taken_and_the_job_requeued(hosts, ctl, healthy_nodes):
+    """One rank stops (SIGSTOP): no heartbeat advances, the job takes every rank's stacks, names the stopped rank's
+    node a suspect in its comment, requeues itself and resumes."""
+    job = submit(ctl, trainer_args=LONG_RUN, env=f'{FAST} LLMFORGE_HANG_SECONDS=20')
+    directory = run_dir(job)
+    try:
+        assert wait_for(lambda: len(checkpoints(ctl, directory)) >= 1, timeout=300, interval=1), log_of(ctl, job)[-3000:]
+        pids = hosts[SECOND].check_output(f"pgrep -f 'llmforge-train --run-dir {directory}' || true").split()
+        assert pids, 'no trainer process on ' + SECOND
+        fault = now(ctl)
+        hosts[SECOND].check_output(f'kill -STOP {" ".join(pids)}')
+        assert wait_for(lambda: job_fields(ctl, job).get('Restarts') == '1', timeout=240, interval=2), \
+            log_of(ctl, job)[-3000:]
+        requeued = runs(ctl, job)[0]['end']
+        stacks = ctl.check_output(f'ls {directory}/stacks').split()
+        assert any(name.startswith(SECOND) for name in stacks), stacks
+        comment = ctl.check_output(f'sacct -X -n -P -j {job} -o Comment').strip()
+        assert f'llmforge-suspect {SECOND} hang' in comment, comment
+        assert wait_for(lambda: resumed_after(ctl, job, 1) is not None, timeout=300, interval=2), log_of(ctl, job)[-3000:]
+        timeline(f'hang drill (job {job}, stacks {", ".join(stacks)})',
+                 [(f'fault: SIGSTOP a rank on {SECOND}', fault), ('job requeued (sacct End)', requeued),
+                  ('job running again (sacct Start)', runs(ctl, job)[-1]['start'])])
+    finally:
+        ctl.run(f'scancel {job}')
+        hosts[SECOND].run(f"pkill -CONT -f 'llmforge-train --run-dir {directory}'")
+
+
+def test_a_crash_on_healthy_nodes_fails_the_job_after_max_restarts(ctl, healthy_nodes):
+    """The trainer cannot run (CUDA asked on CPU-only nodes): both nodes check healthy, so it is the trainer's own
+    error; the job restarts LLMFORGE_MAX_RESTARTS times and then ends FAILED with the trainer's error."""
+    job = submit(ctl, trainer_args=['--steps', '20', '--device', 'cuda'], env=f'{FAST} LLMFORGE_MAX_RESTARTS=1')
+    state = wait_finished(ctl, job, timeout=400)
+    log = log_of(ctl, job)
+    assert state == 'FAILED', f'{state}\n{log[-3000:]}'
+    assert job_fields(ctl, job).get('Restarts', '1') == '1' or len(runs(ctl, job)) == 2, runs(ctl, job)
+    assert 'restart budget of 1 is spent: the job fails' in log, log[-3000:]
+    assert log.count('node check:') == 2 and 'a node of the job failed its check' not in log, log[-3000:]
+    assert re.search(r'CUDA|cuda', log), log[-3000:]
+    print(f'crash drill (job {job}): ' + '; '.join(f"{run['state']} {run['start']}..{run['end']}" for run in runs(ctl, job)))
+
+
+def test_an_administrators_drain_is_never_repaired_or_resumed(hosts, ctl, healthy_nodes):
+    """A node the administrator drained keeps its reason through a fault, the health check and the repair tick."""
+    reason = 'admin: fan swap Tuesday'
+    ctl.check_output(f'scontrol update NodeName={FIRST} State=DRAIN Reason="{reason}"')
+    try:
+        hosts[FIRST].check_output('llmforge-sim-fault xid 79 --gpu 1')
+        result = hosts[FIRST].run('/usr/local/sbin/llmforge-nodecheck')
+        assert 'xid 79 GPU1' in result.stdout and 'drained by someone else' not in result.stderr, result.stdout
+        tick = ctl.run('/usr/local/sbin/llmforge-remediate --once')
+        assert tick.rc == 0, tick.stdout + tick.stderr
+        assert drain_reasons(ctl).get(FIRST) == reason, drain_reasons(ctl)
+        assert node_field(ctl, FIRST, 'Reservation') in ('', '(null)')
+        assert 'REBOOT' not in node_field(ctl, FIRST, 'State')
+    finally:
+        hosts[FIRST].check_output(': > /run/llmforge-sim/kernel.log')
+        hosts[FIRST].run('/usr/local/sbin/llmforge-nodecheck')
+        ctl.check_output(f'scontrol update NodeName={FIRST} State=RESUME')

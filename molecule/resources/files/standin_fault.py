@@ -1,0 +1,103 @@
+#!/usr/bin/python3
+# Copyright: (c) 2026, llmforge.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Test-only: inject a GPU fault into a node's stand-in driver, as the real hardware would show it.
+
+    llmforge-sim-fault xid CODE --gpu N [--abort-job JOBID] [--text TEXT]
+    llmforge-sim-fault sxid CODE --switch N (--fatal|--non-fatal)
+
+`xid` writes the driver's Xid line for GPU N (its PCI bus id from the simulated nvidia-smi) to the node's simulated
+kernel log (/run/llmforge-sim/kernel.log, `dmesg --ctime` format), as NVRM prints it. With --abort-job, the
+processes of that Slurm job on this node that run the trainer get SIGABRT, as a CUDA call on a GPU that fell off
+the bus aborts the process that made it. A reboot (a new /run) forgets the fault, as the kernel's log does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import sys
+import time
+
+KERNEL_LOG = '/run/llmforge-sim/kernel.log'
+SMI_XML = '/usr/local/share/llmforge-sim/gpu/smi_q.xml'
+TEXTS = {
+    79: 'GPU has fallen off the bus.',
+    48: 'An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 0, subpartition 0.',
+    94: 'Contained: SM (0x1). RST: No, D-RST: No',
+    95: 'Uncontained: FBHUB. RST: Yes, D-RST: No',
+    13: 'Graphics SM Warp Exception on (GPC 0, TPC 0, SM 0): Out Of Range Address',
+    31: 'Ch 00000008, intr 10000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_0 faulted @ 0x7f_1e000000.',
+}
+
+
+def gpu_bus(index: int) -> str:
+    """The Xid form of GPU `index`'s PCI bus id: 0000:18:00 for nvidia-smi's 00000000:18:00.0."""
+    with open(SMI_XML, encoding='utf-8') as handle:
+        ids = re.findall(r'<gpu id="([0-9A-Fa-f]+):([0-9A-Fa-f]+):([0-9A-Fa-f]+)\.\d"', handle.read())
+    if not 0 <= index < len(ids):
+        raise SystemExit(f'llmforge-sim-fault: no GPU {index} (the node has {len(ids)})')
+    domain, bus, device = ids[index]
+    return f'{int(domain, 16):04x}:{bus.lower()}:{device.lower()}'
+
+
+def log(line: str) -> None:
+    stamp = time.strftime('%a %b %e %H:%M:%S %Y', time.localtime())
+    os.makedirs(os.path.dirname(KERNEL_LOG), exist_ok=True)
+    with open(KERNEL_LOG, 'a', encoding='utf-8') as handle:
+        handle.write(f'[{stamp}] {line}\n')
+
+
+def abort_job(job: str) -> list[int]:
+    """SIGABRT to this node's processes of Slurm job `job` that run the trainer."""
+    hit = []
+    for entry in os.listdir('/proc'):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f'/proc/{entry}/environ', 'rb') as handle:
+                environ = handle.read().split(b'\0')
+            with open(f'/proc/{entry}/cmdline', 'rb') as handle:
+                cmdline = handle.read()
+        except OSError:
+            continue
+        if f'SLURM_JOB_ID={job}'.encode() in environ and b'llmforge-train' in cmdline and b'--dump-stacks' not in cmdline:
+            try:
+                os.kill(int(entry), signal.SIGABRT)
+                hit.append(int(entry))
+            except OSError:
+                pass
+    return hit
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog='llmforge-sim-fault', description=__doc__.split('\n\n', maxsplit=1)[0])
+    sub = parser.add_subparsers(dest='kind', required=True)
+    xid = sub.add_parser('xid')
+    xid.add_argument('code', type=int)
+    xid.add_argument('--gpu', type=int, required=True)
+    xid.add_argument('--abort-job', default='')
+    xid.add_argument('--text', default='')
+    sxid = sub.add_parser('sxid')
+    sxid.add_argument('code', type=int)
+    sxid.add_argument('--switch', type=int, required=True)
+    severity = sxid.add_mutually_exclusive_group(required=True)
+    severity.add_argument('--fatal', action='store_true')
+    severity.add_argument('--non-fatal', action='store_true')
+    args = parser.parse_args(argv)
+    if args.kind == 'xid':
+        text = args.text or TEXTS.get(args.code, 'Graphics Exception')
+        log(f"NVRM: Xid (PCI:{gpu_bus(args.gpu)}): {args.code}, pid='<unknown>', name=<unknown>, {text}")
+        if args.abort_job:
+            print(f'aborted {abort_job(args.abort_job)}')
+    else:
+        words = 'Fatal' if args.fatal else 'Non-fatal'
+        log(f'nvidia-nvswitch{args.switch}: SXid (PCI:0000:0{5 + args.switch}:00.0): {args.code}, {words}, Link 32 '
+            'egress non-posted PRIV error')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))
