@@ -152,6 +152,34 @@ def test_epilog_finds_kernel_faults_since_the_job_began(node):
     assert result['reason'] == 'epilog xid GPU3 79', result
 
 
+def test_a_fault_the_health_check_drained_for_during_the_job_does_not_fail_the_epilog(node):
+    """The job's own node check (after a failed srun) drained the node `llmforge: xid GPU3 79`: Slurm's "Epilog error"
+    must not replace that reason, so the epilog does not fail for the same fault; a fault it has not drained for,
+    or a drain from before the job began, still fails it."""
+    node.prolog(ENV, now=time.time() - 5)
+    stamp = time.strftime('%a %b %e %H:%M:%S %Y', time.localtime())
+    bus = f'{BUS3[0]}:{BUS3[1]}:{BUS3[2]}'.lower()
+    with open(node.log, 'a', encoding='utf-8') as handle:
+        handle.write(f"[{stamp}] NVRM: Xid (PCI:{bus}): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n")
+    state = node.path / 'nodecheck-state.json'
+    config = json.loads(pathlib.Path(node.conf).read_text(encoding='utf-8'))
+    pathlib.Path(node.conf).write_text(json.dumps({**config, 'state_file': str(state)}), encoding='utf-8')
+
+    def health_check(finished_at, subject='GPU3'):
+        state.write_text(json.dumps({
+            'healthy': False, 'finished_at': finished_at, 'reason': f'llmforge: xid {subject} 79',
+            'slurm': {'action': 'drain', 'done': True, 'reason': f'llmforge: xid {subject} 79'},
+            'checks': [{'name': 'xid', 'subject': subject, 'actual': '79', 'status': 'fail'}]}), encoding='utf-8')
+
+    health_check(time.time())
+    result = node.epilog({'SLURM_JOB_ID': '42'})
+    assert result['healthy'] and not pathlib.Path(node.fault).exists(), result
+    for stale in ({'finished_at': time.time() - 3600}, {'finished_at': time.time(), 'subject': 'GPU1'}):
+        node.prolog(ENV, now=time.time() - 5)
+        health_check(**stale)
+        assert node.epilog({'SLURM_JOB_ID': '42'})['reason'] == 'epilog xid GPU3 79', stale
+
+
 def test_epilog_is_bounded_when_nvidia_smi_hangs(node, tmp_path):
     hang = tmp_path / 'hang-smi'
     hang.write_text('#!/bin/sh\nexec sleep 30\n', encoding='utf-8')

@@ -39,10 +39,6 @@ def reply(key, default_rc=0):
         sys.stderr.write(err.read_text())
     sys.exit(int(rc.read_text()) if rc.exists() else default_rc)
 if name == 'nvidia-smi':
-    if args and args[0].startswith('--query-gpu=index,serial,uuid,pci.bus_id') and len(args) == 2 and 'noheader' in args[1]:
-        reply('gpus')
-    if args and args[0].startswith('--query-compute-apps'):
-        reply('apps')
     if args[:1] == ['-r']:
         reply('reset')
     if args == ['-q', '-x']:
@@ -53,7 +49,19 @@ if name == 'dcgmi':
 reply(name)
 '''
 
-GPUS = '0, 1650000000000, GPU-0000, 00000000:18:00.0\n3, 1650000000003, GPU-3333, 00000000:3B:00.0\n'
+BUSES = ('18', '2A', '3A', '3B')
+
+
+def smi_xml(processes=None):
+    """`nvidia-smi -q -x` of four GPUs (serial 165000000000<i>, UUID GPU-<iiii>), `processes` {index: [pid]}."""
+    gpus = []
+    for index, bus in enumerate(BUSES):
+        pids = ''.join(f'<process_info><pid>{pid}</pid><type>C</type></process_info>'
+                       for pid in (processes or {}).get(index, []))
+        gpus.append(f'<gpu id="00000000:{bus}:00.0"><product_name>NVIDIA H200</product_name>'
+                    f'<serial>165000000000{index}</serial><uuid>GPU-{str(index) * 4}</uuid>'
+                    f'<pci><pci_bus_id>00000000:{bus}:00.0</pci_bus_id></pci><processes>{pids}</processes></gpu>')
+    return f'<?xml version="1.0" ?><nvidia_smi_log><attached_gpus>4</attached_gpus>{"".join(gpus)}</nvidia_smi_log>\n'
 
 
 class Fake(type(pathlib.Path())):  # type: ignore[misc]
@@ -80,8 +88,7 @@ def fake(tmp_path, monkeypatch):
         path = bin_dir / name
         path.write_text(FAKE.format(python=sys.executable), encoding='utf-8')
         path.chmod(0o755)
-    (state / 'gpus.out').write_text(GPUS, encoding='utf-8')
-    (state / 'apps.out').write_text('', encoding='utf-8')
+    (state / 'smi-q.out').write_text(smi_xml(), encoding='utf-8')
     (state / 'reset.out').write_text('GPU 00000000:3B:00.0 was successfully reset.\n', encoding='utf-8')
     monkeypatch.setenv('FAKE_DIR', str(state))
     monkeypatch.setattr(rep, 'SYSTEM_DIRS', (str(bin_dir),))
@@ -121,7 +128,7 @@ def test_reset_resets_and_clears_what_the_node_remembers(fake, capsys, tmp_path,
 
 
 def test_reset_refuses_while_a_process_uses_the_gpu(fake, capsys):
-    (fake / 'apps.out').write_text('4711, GPU-3333\n', encoding='utf-8')
+    (fake / 'smi-q.out').write_text(smi_xml({3: [4711]}), encoding='utf-8')
     code, result, _err = run(capsys, 'reset', '--gpu', '3')
     assert code == 1 and not result['ok']
     assert result['checks'][0]['detail'] == 'refused: process(es) 4711 use GPU3'
@@ -129,7 +136,7 @@ def test_reset_refuses_while_a_process_uses_the_gpu(fake, capsys):
 
 
 def test_a_process_on_another_gpu_does_not_stop_the_reset(fake, capsys):
-    (fake / 'apps.out').write_text('4711, GPU-0000\n', encoding='utf-8')
+    (fake / 'smi-q.out').write_text(smi_xml({0: [4711]}), encoding='utf-8')
     code, result, _err = run(capsys, 'reset', '--gpu', '3', '--nodecheck-config', '/nonexistent')
     assert code == 0 and result['checks'][1]['status'] == 'skip'
 
@@ -146,7 +153,7 @@ def test_a_failing_reset_fails_and_keeps_the_records(fake, capsys, tmp_path):
 def test_a_hung_reset_is_bounded(fake, capsys, tmp_path):
     hang = fake.bin / 'nvidia-smi-hang'
     hang.write_text(f'#!{sys.executable}\nimport sys, time\nif sys.argv[1:2] == ["-r"]:\n    time.sleep(30)\n'
-                    f'print("{GPUS.splitlines()[1]}")\n', encoding='utf-8')
+                    f'print({smi_xml()!r})\n', encoding='utf-8')
     hang.chmod(0o755)
     code, result, _err = run(capsys, 'reset', '--gpu', '3', '--nvidia-smi', str(hang), '--timeout', '1')
     assert code == 1 and 'did not finish within 1 s' in result['checks'][0]['detail']
@@ -207,7 +214,7 @@ def test_burnin_passes_with_every_test(fake, capsys, tmp_path):
                         'perftest mlx5_1': 'pass'}
     assert next(item for item in result['checks'] if item['name'] == 'perftest mlx5_0')['gbps'] == 391.41
     assert any(call.startswith('dcgmi diag -r 3 -j') for call in calls(fake))
-    assert any(call.startswith('all_reduce_perf -b 8M -e 1G -f 2 -g 2') for call in calls(fake))
+    assert any(call.startswith('all_reduce_perf -b 8M -e 1G -f 2 -g 4') for call in calls(fake))
     assert any(call.endswith('--report_gbits localhost') for call in calls(fake))
     assert 'skip' not in err
 
@@ -337,7 +344,7 @@ def test_report_goes_to_the_jobs_admin_comment(fake, capsys):
     assert call.startswith('scontrol update JobId=4242 AdminComment=llmforge-repair {')
     summary = json.loads(call.split('AdminComment=llmforge-repair ', 1)[1])
     assert summary == {'command': 'reset', 'ok': True, 'failed': [],
-                       'gpus': {'0': ['1650000000000', 'GPU-0000'], '3': ['1650000000003', 'GPU-3333']}}
+                       'gpus': {str(i): [f'165000000000{i}', f'GPU-{str(i) * 4}'] for i in range(4)}}
 
 
 def test_report_text_is_bounded_and_readable_by_remediate():

@@ -10,6 +10,7 @@ timelines come from Slurm's own records (sacct's runs of the job, scontrol's nod
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import re
 import subprocess
@@ -30,7 +31,7 @@ FAST = 'LLMFORGE_POLL_SECONDS=2 LLMFORGE_LOST_GRACE=10 LLMFORGE_STOP_GRACE=10'
 
 
 def now(ctl):
-    return ctl.check_output('date --iso-8601=seconds').strip()
+    return ctl.check_output('date +%Y-%m-%dT%H:%M:%S').strip()  # as Slurm prints its times
 
 
 def runs(ctl, job):
@@ -115,6 +116,70 @@ def test_a_hard_node_loss_requeues_at_once_and_the_node_returns_by_itself(hosts,
         timeline(f'hard node loss drill (job {job}, resumed at step {resumed}, last checkpoint before the fault {before})',
                  [('fault: docker kill ' + SECOND, fault), ('job requeued (sacct End)', requeued),
                   (f'{SECOND} slurmd back', back), ('job running again (sacct Start)', second['start'])])
+    finally:
+        ctl.run(f'scancel {job}')
+
+
+def remediate(ctl):
+    """One tick of the repair lifecycle on the controller, as its timer starts it."""
+    result = ctl.run('systemctl start llmforge-remediate.service')
+    assert result.rc == 0, result.stdout + result.stderr + ctl.run('journalctl -u llmforge-remediate -n 30').stdout
+
+
+def ledger_state(ctl, node):
+    """The node's state in the ledger: the first line of `llmforge-remediate --history NODE` is its record (JSON)."""
+    out = ctl.check_output(f'llmforge-remediate --history {node}')
+    return json.loads(out.splitlines()[0]).get('state', '') if out.strip() else ''
+
+
+def repair_jobs(ctl, node):
+    """The repair jobs Slurm ran on `node`: [(step, start, end, state)] from sacct."""
+    out = ctl.check_output('sacct -X -n -P -S now-2hours --name=llmforge-repair -o Comment,Start,End,State,NodeList')
+    rows = [line.split('|') for line in out.splitlines() if line.strip()]
+    return [(row[0].split()[2], row[1], row[2], row[3]) for row in rows if len(row[0].split()) >= 3
+            and row[0].split()[1] == node]
+
+
+def test_an_xid_requeues_the_job_and_the_node_is_rebooted_burnt_in_and_resumed(hosts, ctl, healthy_nodes):
+    """Xid 79 on a GPU of gpu2 under the job (the trainer's CUDA call aborts): the job's own node check drains gpu2
+    `llmforge: xid GPU3 79` and requeues within seconds; the repair lifecycle quarantines gpu2, reboots it through
+    Slurm, burns it in, resumes it; the job trains again from its last checkpoint; the ledger holds every step."""
+    job = submit(ctl, trainer_args=LONG_RUN, env=FAST)
+    directory = run_dir(job)
+    try:
+        assert wait_for(lambda: len(checkpoints(ctl, directory)) >= 1, timeout=300, interval=1), log_of(ctl, job)[-3000:]
+        before = checkpoints(ctl, directory)[-1]
+        fault = now(ctl)
+        hosts[SECOND].check_output(f'llmforge-sim-fault xid 79 --gpu 3 --abort-job {job}')
+        assert wait_for(lambda: job_fields(ctl, job).get('Restarts') == '1', timeout=120, interval=1), \
+            log_of(ctl, job)[-3000:]
+        requeued = runs(ctl, job)[0]['end']
+        assert seconds_between(fault, requeued) < 60, (fault, requeued)
+        assert drain_reasons(ctl).get(SECOND, '').startswith('llmforge: xid GPU3 79'), drain_reasons(ctl)
+        drained = node_field(ctl, SECOND, 'LastBusyTime') or requeued
+
+        def repaired():
+            remediate(ctl)
+            return ledger_state(ctl, SECOND) == 'healthy' and node_usable(ctl, SECOND)
+        assert wait_for(repaired, timeout=600, interval=5), \
+            ctl.check_output(f'llmforge-remediate --history {SECOND}') + ctl.check_output(f'scontrol show node {SECOND}')
+        history = ctl.check_output(f'llmforge-remediate --history {SECOND}')
+        for words in ('fault', 'reboot', 'burnin', 'repaired'):
+            assert words in history, history
+        booted = node_field(ctl, SECOND, 'BootTime')
+        jobs = repair_jobs(ctl, SECOND)
+        burnin = [row for row in jobs if row[0] == 'burnin']
+        assert burnin and burnin[-1][3] == 'COMPLETED', jobs
+        assert wait_for(lambda: resumed_after(ctl, job, 1) is not None, timeout=420, interval=2), log_of(ctl, job)[-3000:]
+        resumed = resumed_after(ctl, job, 1)
+        assert resumed >= before
+        del drained
+        timeline(f'Xid drill (job {job}, resumed at step {resumed}, last checkpoint before the fault {before})',
+                 [(f'fault: Xid 79 GPU3 on {SECOND}', fault), ('job requeued (sacct End)', requeued),
+                  (f'{SECOND} back from its reboot (BootTime)', booted),
+                  ('burn-in job start (sacct)', burnin[-1][1]), ('burn-in job end (sacct)', burnin[-1][2]),
+                  ('job running again (sacct Start)', runs(ctl, job)[-1]['start'])])
+        print(history)
     finally:
         ctl.run(f'scancel {job}')
 

@@ -5,11 +5,20 @@
 
     llmforge-sim-fault xid CODE --gpu N [--abort-job JOBID] [--text TEXT]
     llmforge-sim-fault sxid CODE --switch N (--fatal|--non-fatal)
+    llmforge-sim-fault slow --gpu N [--job JOBID] [--duty F]
+    llmforge-sim-fault clear
 
 `xid` writes the driver's Xid line for GPU N (its PCI bus id from the simulated nvidia-smi) to the node's simulated
 kernel log (/run/llmforge-sim/kernel.log, `dmesg --ctime` format), as NVRM prints it. With --abort-job, the
 processes of that Slurm job on this node that run the trainer get SIGABRT, as a CUDA call on a GPU that fell off
 the bus aborts the process that made it. A reboot (a new /run) forgets the fault, as the kernel's log does.
+
+`slow` makes GPU N a straggler, as a GPU stuck at low clocks (a failing power stage, a thermal fault) is: DCGM's
+level-3 diagnostic (the dcgmi stand-in's /etc/llmforge-sim/dcgmi-diag-3) fails on its performance tests, and, with
+--job, the processes of that Slurm job on this node that run the trainer are stopped for F (default 0.75) of every
+20 ms until they have all ended (a background process does it), so that the rank's steps take longer as they
+would on the slow GPU. It lasts across reboots, as a hardware fault does; `clear` ends it (the stopping ends
+with the job).
 """
 
 from __future__ import annotations
@@ -50,9 +59,13 @@ def log(line: str) -> None:
         handle.write(f'[{stamp}] {line}\n')
 
 
-def abort_job(job: str) -> list[int]:
-    """SIGABRT to this node's processes of Slurm job `job` that run the trainer."""
-    hit = []
+DCGM_LEVEL3 = '/etc/llmforge-sim/dcgmi-diag-3'
+PERIOD = 0.02
+
+
+def job_trainers(job: str) -> list[int]:
+    """This node's processes of Slurm job `job` that run the trainer."""
+    found = []
     for entry in os.listdir('/proc'):
         if not entry.isdigit():
             continue
@@ -64,12 +77,40 @@ def abort_job(job: str) -> list[int]:
         except OSError:
             continue
         if f'SLURM_JOB_ID={job}'.encode() in environ and b'llmforge-train' in cmdline and b'--dump-stacks' not in cmdline:
-            try:
-                os.kill(int(entry), signal.SIGABRT)
-                hit.append(int(entry))
-            except OSError:
-                pass
-    return hit
+            found.append(int(entry))
+    return found
+
+
+def signal_all(pids: list[int], number: int) -> list[int]:
+    alive = []
+    for pid in pids:
+        try:
+            os.kill(pid, number)
+            alive.append(pid)
+        except OSError:
+            pass
+    return alive
+
+
+def abort_job(job: str) -> list[int]:
+    """SIGABRT to this node's processes of Slurm job `job` that run the trainer."""
+    return signal_all(job_trainers(job), signal.SIGABRT)
+
+
+def throttle(job: str, duty: float) -> None:
+    """Stop the job's trainers for `duty` of every PERIOD until none is left; always leave them running."""
+    pids = job_trainers(job)
+    looked = time.monotonic()
+    try:
+        while pids:
+            pids = signal_all(pids, signal.SIGSTOP)
+            time.sleep(PERIOD * duty)
+            pids = signal_all(pids, signal.SIGCONT)
+            time.sleep(PERIOD * (1 - duty))
+            if time.monotonic() - looked > 5:
+                pids, looked = job_trainers(job), time.monotonic()
+    finally:
+        signal_all(pids, signal.SIGCONT)
 
 
 def main(argv: list[str]) -> int:
@@ -86,7 +127,31 @@ def main(argv: list[str]) -> int:
     severity = sxid.add_mutually_exclusive_group(required=True)
     severity.add_argument('--fatal', action='store_true')
     severity.add_argument('--non-fatal', action='store_true')
+    slow = sub.add_parser('slow')
+    slow.add_argument('--gpu', type=int, required=True)
+    slow.add_argument('--job', default='')
+    slow.add_argument('--duty', type=float, default=0.75)
+    sub.add_parser('clear')
     args = parser.parse_args(argv)
+    if args.kind == 'slow':
+        gpu_bus(args.gpu)  # the GPU exists
+        if not 0 < args.duty < 1:
+            raise SystemExit('llmforge-sim-fault: --duty must be between 0 and 1')
+        os.makedirs(os.path.dirname(DCGM_LEVEL3), exist_ok=True)
+        with open(DCGM_LEVEL3, 'w', encoding='utf-8') as handle:
+            handle.write('l3-fail\n')
+        if args.job:
+            if not job_trainers(args.job):
+                raise SystemExit(f'llmforge-sim-fault: no trainer of job {args.job} on this node')
+            if os.fork() == 0:
+                os.setsid()
+                throttle(args.job, args.duty)
+                os._exit(0)  # pylint: disable=protected-access
+        return 0
+    if args.kind == 'clear':
+        if os.path.exists(DCGM_LEVEL3):
+            os.unlink(DCGM_LEVEL3)
+        return 0
     if args.kind == 'xid':
         text = args.text or TEXTS.get(args.code, 'Graphics Exception')
         log(f"NVRM: Xid (PCI:{gpu_bus(args.gpu)}): {args.code}, pid='<unknown>', name=<unknown>, {text}")

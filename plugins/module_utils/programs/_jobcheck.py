@@ -18,7 +18,9 @@ nothing that waits on slurmctld. It looks at the job's GPUs:
 - GPU memory still in use beyond `memory_used_mib_max`;
 - uncorrectable ECC errors counted since the prolog;
 - kernel-log faults (Xid, SXid, a GPU fallen off the bus, PCIe AER) since the job began, as the kernel_faults
-  validator finds them;
+  validator finds them, except those for which the health check has drained the node since the job began (its
+  state file says so): the job's own node check after a failed srun drains with the precise reason, which Slurm's
+  "Epilog error" would replace;
 
 and `nvidia-smi` not answering within its limit counts as a failure too. On a failure it writes the fault record
 FAULT_FILE (in /run: a reboot clears it, as it clears the fault) and exits 1, so that Slurm drains the node at once
@@ -82,13 +84,14 @@ def job_id(environ: t.Mapping[str, str]) -> str:
 
 def _settings(config_path: str) -> dict[str, t.Any]:
     """nvidia-smi and the kernel-log settings from the health check's expectation; defaults when it is unreadable."""
-    settings: dict[str, t.Any] = {'nvidia_smi': 'nvidia-smi', 'kernel_faults': {}}
+    settings: dict[str, t.Any] = {'nvidia_smi': 'nvidia-smi', 'kernel_faults': {}, 'state_file': ''}
     try:
         with open(config_path, encoding='utf-8') as handle:
             data = json.load(handle)
         validators = data.get('validators') or {}
         settings['nvidia_smi'] = (validators.get('gpu_topology') or {}).get('nvidia_smi') or 'nvidia-smi'
         settings['kernel_faults'] = dict(validators.get('kernel_faults') or {})
+        settings['state_file'] = str(data.get('state_file') or '')
     except (OSError, ValueError, AttributeError):
         pass
     return settings
@@ -176,6 +179,25 @@ def judge_gpus(facts: t.Mapping[str, t.Any], gpus: t.Sequence[int], ecc_before: 
     return checks
 
 
+def drained_already(state_file: str, since: t.Any) -> set[tuple[str, str, str]]:
+    """The failing checks (name, subject, actual) for which the health check, in a run that finished after the job
+    began (the job's own node check after a failed srun, or a run the socket asked for), drained the node with its
+    precise reason. The epilog does not fail the node again for them: Slurm's "Epilog error" would replace that
+    reason."""
+    try:
+        with open(state_file, encoding='utf-8') as handle:
+            data = json.load(handle)
+        slurm = data.get('slurm') or {}
+        if data.get('healthy') is not False or slurm.get('action') != 'drain' or not slurm.get('done'):
+            return set()
+        if not isinstance(since, (int, float)) or float(data.get('finished_at') or 0) < since:
+            return set()
+        return {(str(item.get('name')), str(item.get('subject')), str(item.get('actual')))
+                for item in data.get('checks') or [] if isinstance(item, dict) and item.get('status') == FAIL}
+    except (OSError, ValueError, AttributeError, TypeError):
+        return set()
+
+
 def _hung(limit: float) -> dict[str, t.Any]:
     return check('epilog', FAIL, 'nvidia-smi', f'<= {limit:g}s', 'nvidia-smi hung',
                  f'nvidia-smi did not answer within {limit:g} s after the job')
@@ -211,7 +233,9 @@ def epilog(environ: t.Mapping[str, str], config_path: str = NODECHECK_CONFIG, re
     if kernel is not None:
         try:
             found = kernel.result(deadline)
-            checks.extend(item for item in found['checks'] if item['status'] == FAIL)
+            reported = drained_already(settings['state_file'], since) if settings['state_file'] else set()
+            checks.extend(item for item in found['checks'] if item['status'] == FAIL
+                          and (str(item['name']), str(item['subject']), str(item['actual'])) not in reported)
         except TimeoutError:
             pass  # a slow journal is not the GPUs' fault; the health check reads it again at its next run
         except Exception:  # pylint: disable=broad-except

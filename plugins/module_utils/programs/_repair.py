@@ -44,6 +44,7 @@ import time
 import typing as t
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import _dcgm_diag as dcgm_diag
+from ansible_collections.llmforge.cluster.plugins.module_utils import _gpu_topology as gpu_topology
 from ansible_collections.llmforge.cluster.plugins.module_utils import _kernel_log as kernel_log
 from ansible_collections.llmforge.cluster.plugins.module_utils import _nccl_tests as nccl_tests
 from ansible_collections.llmforge.cluster.plugins.module_utils import _proc as proc
@@ -105,30 +106,18 @@ def _first_line(text: str) -> str:
 
 
 def gpu_inventory(nvidia_smi: str, timeout: float) -> list[dict[str, t.Any]]:
-    """[{index, serial, uuid, bus_id}] of `nvidia-smi --query-gpu=index,serial,uuid,pci.bus_id`."""
-    done = run([nvidia_smi, '--query-gpu=index,serial,uuid,pci.bus_id', '--format=csv,noheader'], timeout)
+    """[{index, serial, uuid, bus_id, processes}] from `nvidia-smi -q -x`, read as the gpu_topology validator reads
+    it (processes: the pids holding a context on the GPU)."""
+    done = run([nvidia_smi, '-q', '-x'], timeout)
     if done.rc != 0:
         raise UsageError(f'nvidia-smi could not list the GPUs (exit {done.rc}): {_first_line(done.stderr or done.stdout)}')
-    gpus = []
-    for line in done.stdout.splitlines():
-        parts = [part.strip() for part in line.split(',')]
-        if len(parts) == 4 and parts[0].isascii() and parts[0].isdigit():
-            gpus.append({'index': int(parts[0]), 'serial': parts[1], 'uuid': parts[2], 'bus_id': parts[3]})
-    return gpus
-
-
-def gpu_processes(nvidia_smi: str, uuid: str, timeout: float) -> list[str]:
-    """The pids of the compute processes on the GPU with this UUID."""
-    done = run([nvidia_smi, '--query-compute-apps=pid,gpu_uuid', '--format=csv,noheader'], timeout)
-    if done.rc != 0:
-        raise UsageError(f'nvidia-smi could not list the compute processes (exit {done.rc}): '
-                         f'{_first_line(done.stderr or done.stdout)}')
-    pids = []
-    for line in done.stdout.splitlines():
-        parts = [part.strip() for part in line.split(',')]
-        if len(parts) == 2 and parts[1] == uuid and parts[0].isascii() and parts[0].isdigit():
-            pids.append(parts[0])
-    return pids
+    try:
+        facts = gpu_topology.parse_smi_xml(done.stdout)
+    except gpu_topology.GpuTopologyError as err:
+        raise UsageError(f'nvidia-smi could not list the GPUs: {err}') from None
+    return [{'index': gpu['index'], 'serial': gpu.get('serial') or '', 'uuid': gpu.get('uuid') or '',
+             'bus_id': gpu.get('pci_bus_id') or '', 'processes': [str(pid) for pid in gpu.get('processes') or []]}
+            for gpu in facts['gpus']]
 
 
 def kernel_state_file(given: str, nodecheck_config: str) -> str:
@@ -186,7 +175,7 @@ def reset(args: argparse.Namespace) -> dict[str, t.Any]:
     target = next((gpu for gpu in gpus if gpu['index'] == args.gpu), None)
     if target is None:
         raise UsageError(f'GPU {args.gpu} is not among the GPUs nvidia-smi lists ({len(gpus)})')
-    pids = gpu_processes(nvidia_smi, target['uuid'], args.timeout)
+    pids = target['processes']
     if pids:
         result['checks'].append(check('reset', FAIL, f'refused: process(es) {", ".join(pids)} use GPU{args.gpu}'))
         return result
