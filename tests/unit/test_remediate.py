@@ -296,8 +296,11 @@ def test_reservations_jobs_and_comments_are_parsed():
     jobs = rem.parse_sacct_jobs('7|FAILED|1:0|2026-01-01T00:00:00|2026-01-01T00:10:00|root|q|'
                                 'llmforge-remediate gpu001 burnin abcd|llmforge-repair {"ok": false}\n'
                                 '8|COMPLETED|0:0|x|y|alice|q|llmforge-remediate gpu001 burnin abcd|\n'
-                                '9|COMPLETED|0:0|x|y|root|other|c|\n', 'q')
-    assert list(jobs) == ['7'] and jobs['7'].exit_code == 1 and jobs['7'].token == 'abcd'
+                                '9|COMPLETED|0:0|x|y|root|other|c|\n'
+                                # slurmdbd had not yet recorded the reservation made in the job's second
+                                '10|FAILED|1:0|x|y|root||llmforge-remediate gpu002 burnin ef01|\n', 'q')
+    assert list(jobs) == ['7', '10'] and jobs['7'].exit_code == 1 and jobs['7'].token == 'abcd'
+    assert jobs['10'].token == 'ef01'
     squeued = rem.parse_squeue_jobs('7|RUNNING|root|q|llmforge-remediate gpu001 reset ef01\n8|RUNNING|bob|q|x\n', 'q')
     assert list(squeued) == ['7'] and squeued['7'].active
     rows = rem.parse_sacct_comments('10|alice|gpu[001-002]|2026-01-01T00:00:00|llmforge-suspect gpu002 hang rank 7 '
@@ -830,6 +833,13 @@ def test_a_whole_escalation_to_rma_through_ticks(config, ledger, tmp_path):
     assert 'gpu003 repairing -> rma' in result['out']
     [(evidence_id, job)] = slurm.submitted('evidence')
     assert "--reason 'llmforge: rma SER1 burn-in fail" in job['wrap'] and slurm.reservation == ['gpu003']
+    # The node's ledger history goes into the bundle through the job's script, oldest event first.
+    script, _sep, rest = job['wrap'].partition(" --history - <<'LLMFORGE_LEDGER_HISTORY'\n")
+    body, _sep, end = rest.rpartition('\n')
+    assert script.startswith('exec ') and end == 'LLMFORGE_LEDGER_HISTORY'
+    events = [json.loads(line) for line in body.splitlines()]
+    assert events[0]['kind'] == 'drain' and any(event['kind'] == 'rma' for event in events)
+    assert all(event['node'] == 'gpu003' for event in events)
     assert 'DRAIN' not in slurm.nodes['gpu003']['flags']
     slurm.now += 200
     slurm.finish(evidence_id, 0, report(command='evidence'))

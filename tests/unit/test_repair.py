@@ -287,8 +287,10 @@ def test_evidence_bundle_with_a_verified_manifest(fake, capsys, tmp_path):
                       'Dec 05 07:00:03 gpu001 kernel: pcieport 0000:00:01.0: AER: Uncorrected (Fatal) error message '
                       'received from 0000:3b:00.0\n', encoding='utf-8')
     out = tmp_path / 'evidence'
+    history = tmp_path / 'history.jsonl'
+    history.write_text('{"kind": "fault", "node": "gpu001"}\n{"kind": "rma", "node": "gpu001"}\n', encoding='utf-8')
     code, result, _err = run(capsys, 'evidence', '--out', str(out), '--reason', 'llmforge: rma 1650000000003 xid 79',
-                             '--kernel-log', str(kernel), '--sysfs-root', str(sysfs(tmp_path)))
+                             '--kernel-log', str(kernel), '--sysfs-root', str(sysfs(tmp_path)), '--history', str(history))
     assert code == 0 and result['ok'], result
     bundle = pathlib.Path(result['bundle'])
     assert bundle.parent == out and bundle.name.startswith('evidence-') and bundle.name.endswith('.tar.gz')
@@ -304,7 +306,8 @@ def test_evidence_bundle_with_a_verified_manifest(fake, capsys, tmp_path):
     for name, data in members.items():
         assert manifest['members'][name] == {'sha256': hashlib.sha256(data).hexdigest(), 'size': len(data)}, name
     assert {'nvidia-smi-q.xml', 'gpu-serials.csv', 'kernel-faults.log', 'dcgm-diag-r1.json', 'rdma-counters.json',
-            'dmidecode.txt', 'reason.txt', 'commands.json'} <= set(members)
+            'dmidecode.txt', 'reason.txt', 'commands.json', 'ledger-history.jsonl'} <= set(members)
+    assert members['ledger-history.jsonl'] == history.read_bytes()
     faults = members['kernel-faults.log'].decode()
     assert 'Xid' in faults and 'AER' in faults and 'usb' not in faults
     counters = json.loads(members['rdma-counters.json'])
@@ -376,3 +379,18 @@ def test_the_installed_program_runs_from_its_code_alone(tmp_path):
     text = LAUNCHER.read_text(encoding='utf-8')
     assert text.startswith('#!/usr/bin/python3 -I\n') and os.stat(LAUNCHER).st_mode & 0o111
     assert len([line for line in text.splitlines() if line and not line.startswith('#')]) <= 12
+
+
+def test_evidence_reads_the_kernel_log_where_the_health_check_does(fake, capsys, tmp_path):
+    kernel = tmp_path / 'kernel.log'
+    kernel.write_text('[Sun Dec  6 20:00:00 2026] NVRM: Xid (PCI:0000:3b:00): 48, pid=1, Double Bit ECC Error\n',
+                      encoding='utf-8')
+    nodecheck = tmp_path / 'nodecheck.json'
+    nodecheck.write_text(json.dumps({'validators': {'kernel_faults': {'source': str(kernel)}}}), encoding='utf-8')
+    code, result, _err = run(capsys, 'evidence', '--out', str(tmp_path / 'e'), '--reason', 'x', '--nodecheck-config',
+                             str(nodecheck), '--sysfs-root', str(tmp_path))
+    assert code == 0 and result['ok']
+    with tarfile.open(result['bundle']) as archive:
+        member = next(item for item in archive.getmembers() if item.name.endswith('/kernel-faults.log'))
+        assert ': 48, ' in archive.extractfile(member).read().decode()
+    assert not any(call.startswith('journalctl') for call in calls(fake))

@@ -57,7 +57,8 @@ def seconds_between(first, second):
 
 
 def timeline(title, events):
-    """Print `events` [(label, iso time)] with the seconds since the first."""
+    """Print `events` [(label, iso time)] in time order with the seconds since the first."""
+    events = sorted(events, key=lambda event: event[1])
     start = events[0][1]
     lines = [f'{title}:'] + [f'  {label:<28} {when}  (+{seconds_between(start, when):.0f} s)' for label, when in events]
     print('\n'.join(lines))
@@ -182,6 +183,131 @@ def test_an_xid_requeues_the_job_and_the_node_is_rebooted_burnt_in_and_resumed(h
         print(history)
     finally:
         ctl.run(f'scancel {job}')
+
+
+def drained_for(hosts, ctl, node, code, gpu):
+    """Inject Xid `code` on GPU `gpu` of `node` and have its health check run (the socket the epilog and the job use)."""
+    hosts[node].check_output(f'llmforge-sim-fault xid {code} --gpu {gpu}')
+    hosts[node].run('llmforge-nodecheck-request')
+    assert wait_for(lambda: drain_reasons(ctl).get(node, '').startswith(f'llmforge: xid GPU{gpu} {code}'),
+                    timeout=60, interval=1), drain_reasons(ctl)
+    return now(ctl)
+
+
+def test_a_repeated_hardware_xid_on_one_gpu_sends_the_node_to_rma_with_its_evidence(hosts, ctl, healthy_nodes):
+    """Xid 48 (an uncorrectable ECC error, a hardware fault) on GPU5 of gpu1: the repair lifecycle resets the GPU,
+    burns the node in and returns it. The same fault again on the same GPU: RMA. The node stays drained
+    `llmforge: rma <GPU serial> ...`; the evidence bundle on the node holds the GPU's nvidia-smi record, the kernel's
+    Xid lines, the DCGM diagnostic, the RDMA counters, dmidecode and the node's ledger history, with a manifest
+    whose digests match."""
+    node, serial = FIRST, ''
+    first = drained_for(hosts, ctl, node, 48, 5)
+
+    def ticked_to(wanted):
+        remediate(ctl)
+        return ledger_state(ctl, node) == wanted and (wanted != 'healthy' or node_usable(ctl, node))
+    assert wait_for(lambda: ticked_to('healthy'), timeout=300, interval=3), \
+        ctl.check_output(f'llmforge-remediate --history {node}')
+    returned = now(ctl)
+    record = json.loads(ctl.check_output(f'llmforge-remediate --history {node}').splitlines()[0])
+    serial = record['gpus']['5']['serial']
+    second = drained_for(hosts, ctl, node, 48, 5)
+    # RMA: the node waits in the reservation, resumed, for its evidence job; drained `llmforge: rma` after it.
+    def evidence_done():
+        events = [json.loads(line) for line in ctl.check_output(f'llmforge-remediate --history {node}').splitlines()[1:]]
+        return any(event.get('kind') == 'outcome' and event.get('action') == 'evidence' for event in events)
+    assert wait_for(lambda: ticked_to('rma') and evidence_done(), timeout=300, interval=3), \
+        ctl.check_output(f'llmforge-remediate --history {node}')
+    reason = drain_reasons(ctl)[node]
+    assert reason.startswith(f'llmforge: rma {serial} '), reason
+    for _tick in range(2):  # it stays drained and nothing more is started on it
+        remediate(ctl)
+    assert drain_reasons(ctl).get(node) == reason and ledger_state(ctl, node) == 'rma'
+    assert node_field(ctl, node, 'Reservation') in ('', '(null)')
+    bundle = hosts[node].check_output('ls -t /var/lib/llmforge/evidence/evidence-*.tar.gz | head -1').strip()
+    check = hosts[node].check_output(f"""python3 - <<'EOF'
+import hashlib, json, tarfile
+with tarfile.open('{bundle}') as archive:
+    members = {{m.name.split('/', 1)[1]: archive.extractfile(m).read() for m in archive.getmembers()}}
+manifest = json.loads(members.pop('manifest.json'))
+bad = [name for name, data in members.items() if manifest['members'][name]['sha256'] != hashlib.sha256(data).hexdigest()]
+history = [json.loads(line) for line in members['ledger-history.jsonl'].decode().splitlines()]
+print(json.dumps({{'members': sorted(members), 'bad': bad, 'reason': manifest['reason'],
+                  'xid': [line for line in members['kernel-faults.log'].decode().splitlines() if 'Xid' in line],
+                  'serial': '{serial}' in members['nvidia-smi-q.xml'].decode(),
+                  'history': [event['kind'] for event in history]}}))
+EOF""")
+    found = json.loads(check)
+    assert not found['bad'] and found['serial'] and found['reason'] == reason, found
+    # dmidecode runs in a container too; it finds no DMI table there, which its stderr member says.
+    assert {'nvidia-smi-q.xml', 'kernel-faults.log', 'dcgm-diag-r1.json', 'rdma-counters.json', 'dmidecode.txt',
+            'ledger-history.jsonl', 'reason.txt', 'commands.json'} <= set(found['members']), found
+    assert any(': 48, ' in line for line in found['xid']), found['xid']
+    assert found['history'].count('fault') >= 2 and 'rma' in found['history'], found['history']
+    jobs = repair_jobs(ctl, node)
+    timeline(f'RMA drill ({node} GPU5 serial {serial}; bundle {bundle})',
+             [('first fault: Xid 48 GPU5, drained', first)]
+             + [(f'{step} job {state.lower()} (sacct End)', end) for step, _start, end, state in jobs
+                if seconds_between(first, end) >= 0]
+             + [('returned to service', returned), ('second fault: Xid 48 GPU5, drained', second),
+                (f'drained "{reason[:40]}..."', ctl.check_output(f'sinfo -h -R -n {node} -o %H').strip())])
+    # An administrator sends the GPU back, replaces it and returns the node: the ledger follows.
+    hosts[node].check_output(': > /run/llmforge-sim/kernel.log')
+    hosts[node].run('/usr/local/sbin/llmforge-nodecheck')
+    ctl.check_output(f'scontrol update NodeName={node} State=RESUME')
+    remediate(ctl)
+    assert ledger_state(ctl, node) == 'healthy'
+
+
+def test_a_slow_gpu_is_seen_as_a_straggler_made_suspect_fails_its_burnin_and_is_repaired(hosts, ctl, healthy_nodes):
+    """A GPU of gpu2 runs slow (the stand-in's fault knob: its rank's processes get a quarter of the time, and DCGM's
+    level-3 diagnostic fails its performance tests): each job's rank 0 sees the straggler and names gpu2 in the job's
+    comment; after the sightings of three jobs the repair lifecycle makes gpu2 suspect and quarantines it for a
+    burn-in, which fails: gpu2 goes on to the repair tiers, not back to service. The fault cleared, the repair ends
+    with a passing burn-in and gpu2 in service."""
+    node = SECOND
+    args = ['--steps', '30', '--ckpt-every-steps', '1000', '--log-every', '1', '--straggler-steps', '5']
+    jobs, sighted = [], []
+    try:
+        for _job in range(3):
+            job = submit(ctl, trainer_args=args, env=FAST)
+            jobs.append(job)
+            assert wait_for(lambda job=job: re.search(r'^step=3 ', log_of(ctl, job), re.M) if
+                            ctl.run(f'test -f {run_dir(job)}.out').rc == 0 else False, timeout=300, interval=1)
+            hosts[node].check_output(f'llmforge-sim-fault slow --gpu 6 --job {job}')
+            state = wait_finished(ctl, job, timeout=300)
+            comment = ctl.check_output(f'sacct -X -n -P -j {job} -o Comment').strip()
+            assert state == 'COMPLETED' and f'llmforge-suspect {node} straggler' in comment, \
+                f'{state} {comment}\n{log_of(ctl, job)[-2000:]}'
+            sighted.append((f'job {job}: straggler {comment.split("straggler", 1)[1].strip()[:20]} (sacct End)',
+                            runs(ctl, job)[-1]['end']))
+
+        def burnt_in_and_failed():
+            remediate(ctl)
+            history = ctl.check_output(f'llmforge-remediate --history {node}')
+            return '"outcome": "fail"' in history and '"action": "burnin"' in history
+        assert wait_for(burnt_in_and_failed, timeout=300, interval=3), \
+            ctl.check_output(f'llmforge-remediate --history {node}')
+        events = [json.loads(line) for line in ctl.check_output(f'llmforge-remediate --history {node}').splitlines()[1:]]
+        states = [(event['action'], event['outcome']) for event in reversed(events) if event['kind'] == 'transition']
+        assert ('healthy', 'suspect') in states and ('suspect', 'repairing') in states, states
+        assert ledger_state(ctl, node) in ('quarantined', 'repairing') and not node_usable(ctl, node), states
+        failed = [event for event in events if event['kind'] == 'outcome' and event.get('action') == 'burnin']
+        hosts[node].check_output('llmforge-sim-fault clear')
+
+        def repaired():
+            remediate(ctl)
+            return ledger_state(ctl, node) == 'healthy' and node_usable(ctl, node)
+        assert wait_for(repaired, timeout=600, interval=3), ctl.check_output(f'llmforge-remediate --history {node}')
+        stamp = datetime.datetime.fromtimestamp
+        timeline(f'straggler drill ({node}; jobs {", ".join(jobs)})', sighted + [
+            ('burn-in failed (ledger)', stamp(failed[0]['ts']).strftime('%Y-%m-%dT%H:%M:%S')),
+            ('back in service (ledger)', stamp(json.loads(ctl.check_output(
+                f'llmforge-remediate --history {node}').splitlines()[0])['since']).strftime('%Y-%m-%dT%H:%M:%S'))])
+    finally:
+        hosts[node].run('llmforge-sim-fault clear')
+        for job in jobs:
+            ctl.run(f'scancel {job}')
 
 
 def test_a_hung_rank_gets_its_stacks_taken_and_the_job_requeued(hosts, ctl, healthy_nodes):

@@ -420,11 +420,14 @@ def parse_squeue_jobs(text: str, reservation: str) -> dict[str, JobInfo]:
 
 
 def parse_sacct_jobs(text: str, reservation: str) -> dict[str, JobInfo]:
-    """Our jobs in `sacct -X -n -P --format=JobID,State,ExitCode,Start,End,User,Reservation,Comment,AdminComment`."""
+    """Our jobs in `sacct -X -n -P --format=JobID,State,ExitCode,Start,End,User,Reservation,Comment,AdminComment`.
+    The Reservation column may be empty: slurmdbd learns of a reservation created in the same second as the job
+    after the job's record (the job's token in its Comment still names it ours)."""
     jobs = {}
     for line in text.splitlines():
         parts = line.rstrip('\n').split('|', 8)
-        if len(parts) != 9 or not _JOB_ID.fullmatch(parts[0]) or parts[5] != JOB_USER or parts[6] != reservation:
+        if len(parts) != 9 or not _JOB_ID.fullmatch(parts[0]) or parts[5] != JOB_USER \
+                or parts[6] not in (reservation, ''):
             continue
         state = parts[1].split()[0].upper() if parts[1].strip() else 'UNKNOWN'
         code = parts[2].split(':')[0]
@@ -1699,6 +1702,24 @@ def read_slurm(config: t.Mapping[str, t.Any], runner: Runner, snapshot: Snapshot
 _SBATCH_ID = re.compile(r'^([0-9]{1,12})(?:;\S+)?\s*$', re.M)
 
 
+# The node's latest ledger events that go into its RMA evidence bundle.
+HISTORY_IN_EVIDENCE = 200
+HISTORY_END = 'LLMFORGE_LEDGER_HISTORY'
+
+
+def with_history(argv: t.Sequence[str], events: t.Sequence[t.Mapping[str, t.Any]]) -> tuple[str, ...]:
+    """The evidence job's sbatch argv with the node's ledger history (JSON lines, oldest first) handed to
+    `llmforge-repair evidence --history -` on its standard input, in the batch script itself (a here-document:
+    the node cannot read the ledger, which stays on the controller)."""
+    lines = [json.dumps(event, sort_keys=True) for event in reversed(events)]  # json.dumps: one line each
+    out = []
+    for word in argv:
+        if word.startswith('--wrap='):
+            word = f"{word} --history - <<'{HISTORY_END}'\n" + ''.join(line + '\n' for line in lines) + HISTORY_END
+        out.append(word)
+    return tuple(out)
+
+
 def apply(plan: Plan, slurm: SlurmView, config: t.Mapping[str, t.Any], ledger: Ledger, runner: Runner, now: float,
           dry_run: bool, out: t.TextIO, deadline: float) -> dict[str, t.Any]:
     """Record the observations, then (not in a dry run) each decision: drains first, the reservation, then per node
@@ -1756,7 +1777,11 @@ def apply(plan: Plan, slurm: SlurmView, config: t.Mapping[str, t.Any], ledger: L
             for command in item.commands:
                 if command.phase != 1:
                     continue
-                answer = run(command.argv, item.node)
+                argv = command.argv
+                if command.kind == 'submit' and item.record is not None \
+                        and (item.record.plan.get('step') or {}).get('kind') == 'evidence':
+                    argv = with_history(argv, ledger.history(item.node, HISTORY_IN_EVIDENCE))
+                answer = run(argv, item.node)
                 if command.kind == 'submit' and answer is not None and item.record is not None:
                     match = _SBATCH_ID.search(answer)
                     step = item.record.plan.get('step') or {}

@@ -18,8 +18,9 @@ every one runs with a time limit.
   perftest (ib_write_bw) per RDMA device, looped back on the node or against the peer. A test whose program is
   not installed is reported `skip` with the reason; the burn-in fails when a test that ran failed.
 - evidence: a tarball `evidence-<node>-<time>.tar.gz` (mode 0600) in DIR of nvidia-smi -q -x, the GPUs' serials,
-  the kernel log's fault lines, dcgmi diag -r 1 -j, the RDMA counters and hw_counters from sysfs, dmidecode and
-  the reason, with `manifest.json` (sha256 and size of each member) inside and beside it.
+  the kernel log's fault lines (read where the health check reads them), dcgmi diag -r 1 -j, the RDMA counters and hw_counters from sysfs, dmidecode,
+  the node's ledger history (--history: llmforge-remediate hands it over in the job's script) and the reason,
+  with `manifest.json` (sha256 and size of each member) inside and beside it.
 
 With --report inside a Slurm job (SLURM_JOB_ID set), a short summary goes to the job's AdminComment
 (`llmforge-repair {json}`): the GPUs' serials and UUIDs and what failed, which llmforge-remediate reads with sacct
@@ -120,16 +121,19 @@ def gpu_inventory(nvidia_smi: str, timeout: float) -> list[dict[str, t.Any]]:
             for gpu in facts['gpus']]
 
 
-def kernel_state_file(given: str, nodecheck_config: str) -> str:
-    """The kernel-log fault state file: `given`, else the health check's (its kernel_faults validator's state_file)."""
-    if given:
-        return given
+def kernel_settings(nodecheck_config: str) -> dict[str, t.Any]:
+    """The health check's kernel_faults validator settings (source, state_file); {} when unreadable."""
     try:
         with open(nodecheck_config, encoding='utf-8') as handle:
             settings = json.load(handle).get('validators', {}).get(KERNEL_VALIDATOR, {})
-        return str(settings.get('state_file') or '') if isinstance(settings, dict) else ''
+        return dict(settings) if isinstance(settings, dict) else {}
     except (OSError, ValueError, AttributeError):
-        return ''
+        return {}
+
+
+def kernel_state_file(given: str, nodecheck_config: str) -> str:
+    """The kernel-log fault state file: `given`, else the health check's (its kernel_faults validator's state_file)."""
+    return given or str(kernel_settings(nodecheck_config).get('state_file') or '')
 
 
 def clear_kernel_faults(state_file: str, gpu: int) -> dict[str, t.Any]:
@@ -330,13 +334,15 @@ def burnin(args: argparse.Namespace) -> dict[str, t.Any]:
 # --- evidence ---------------------------------------------------------------------------------------------------
 
 def kernel_fault_lines(args: argparse.Namespace) -> tuple[str, str]:
-    """(the fault lines of the kernel log since boot, where they came from)."""
-    if args.kernel_log:
+    """(the fault lines of the kernel log since boot, where they came from): --kernel-log, else where the health
+    check reads it (its kernel_faults `source`: a file, or the journal)."""
+    source = args.kernel_log or str(kernel_settings(args.nodecheck_config).get('source') or 'journal')
+    if source != 'journal':
         try:
-            with open(args.kernel_log, encoding='utf-8', errors='replace') as handle:
-                text, source = handle.read(64 * 1024 * 1024), args.kernel_log
+            with open(source, encoding='utf-8', errors='replace') as handle:
+                text = handle.read(64 * 1024 * 1024)
         except OSError as err:
-            return '', f'{args.kernel_log}: {err}'
+            return '', f'{source}: {err}'
     else:
         journalctl = find('journalctl')
         if journalctl is None:
@@ -379,6 +385,18 @@ def rdma_counters(sysfs_root: str) -> dict[str, t.Any]:
     return found
 
 
+# The most of the ledger history an evidence bundle keeps.
+MAX_HISTORY_BYTES = 1 << 20
+
+
+def read_history(source: str) -> bytes:
+    """The node's ledger history as llmforge-remediate hands it over (JSON lines; `-`: standard input)."""
+    if source == '-':
+        return sys.stdin.buffer.read(MAX_HISTORY_BYTES)
+    with open(source, 'rb') as handle:
+        return handle.read(MAX_HISTORY_BYTES)
+
+
 def evidence(args: argparse.Namespace) -> dict[str, t.Any]:
     node = socket.gethostname().split('.')[0]
     stamp = time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())
@@ -412,6 +430,10 @@ def evidence(args: argparse.Namespace) -> dict[str, t.Any]:
     ib_dir = os.path.join(args.sysfs_root, 'class', 'infiniband')
     ran.append({'member': 'rdma-counters.json', 'status': PASS, 'source': ib_dir})
     capture('dmidecode.txt', 'dmidecode', [])
+    if args.history:
+        members['ledger-history.jsonl'] = read_history(args.history)
+        ran.append({'member': 'ledger-history.jsonl', 'status': PASS, 'source': args.history,
+                    'lines': members['ledger-history.jsonl'].count(b'\n')})
     members['commands.json'] = json.dumps(ran, indent=1, sort_keys=True).encode()
     manifest = {'node': node, 'created': stamp, 'reason': args.reason, 'members': {
         member: {'sha256': hashlib.sha256(data).hexdigest(), 'size': len(data)} for member, data in sorted(members.items())}}
@@ -537,7 +559,9 @@ def parser() -> argparse.ArgumentParser:
     common(sub)
     sub.add_argument('--out', required=True, help='directory of the bundle')
     sub.add_argument('--reason', required=True, help='why (the RMA reason)')
-    sub.add_argument('--kernel-log', default='', help='a kernel log file to read instead of journalctl -k -b')
+    sub.add_argument('--kernel-log', default='', help="a kernel log file (default: where the health check reads it)")
+    sub.add_argument('--nodecheck-config', default=NODECHECK_CONFIG, help="the health check's expectation")
+    sub.add_argument('--history', default='', help="the node's ledger history, JSON lines (-: standard input)")
     return top
 
 
