@@ -21,6 +21,7 @@ import pytest
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import _proc as proc
 from ansible_collections.llmforge.cluster.plugins.module_utils.programs import _remediate as rem
+from ansible_collections.llmforge.cluster.plugins.plugin_utils._report import build_report, render_html
 from node_install import install
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -1075,6 +1076,18 @@ def test_main_runs_a_tick_backs_up_and_prints_history(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert json.loads(lines[1])['state'] == 'repairing' and any('"fault"' in line for line in lines)
     assert rem.main(['--config', str(config_path), '--check-config']) == 0
+    capsys.readouterr()
+    assert rem.main(['--config', str(config_path), '--fleet']) == 0
+    stage = json.loads(capsys.readouterr().out)
+    assert stage['nodes'] == {'gpu002': {'state': 'repairing', 'since': stage['nodes']['gpu002']['since'],
+                                         'reason': 'llmforge: xid GPU3 48'}}
+    assert [(item['subject'], item['status'], item['actual']) for item in stage['checks']] == [
+        ('gpu002', 'warn', 'repairing')]
+    assert stage['healthy'] and stage['facts']['repairing'] == 1
+    # The validate report takes it as a cluster-level stage.
+    report = build_report({}, 'demo', '2026-12-06T00:00:00Z', {'fleet_health': stage})
+    assert report['summary']['healthy'] and report['stages']['fleet_health']['counts']['warn'] == 1
+    assert 'Fleet health (llmforge-remediate)' in render_html(report)
     slurm.failing.add('scontrol show node')
     assert rem.main(['--config', str(config_path)], runner=slurm) == 3
     config_path.write_text('{"max_percent": -1}', encoding='utf-8')

@@ -96,6 +96,8 @@ def test_a_hang_names_the_rank_that_stopped_first():
     # Behind by a step, whatever the phase; in the same place, the oldest heartbeat, then the lowest rank.
     assert train.progress_state([beat(0, 12, 880), beat(1, 11, 890, 'sync')], [], 1000, 60)['rank'] == 1
     assert train.progress_state([beat(0, 12, 885), beat(1, 12, 880), beat(2, 12, 880)], [], 1000, 60)['rank'] == 1
+    # Rank 1 was stopped while computing its gradients; rank 0 waits for it in DDP's gradient all-reduce.
+    assert train.progress_state([beat(0, 12, 880, 'allreduce'), beat(1, 12, 879, 'backward')], [], 1000, 60)['rank'] == 1
 
 
 def test_hang_seconds_zero_turns_the_watch_off():

@@ -1,10 +1,16 @@
 # Copyright: (c) 2026, llmforge.cluster contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Self-healing drills: a fault under a running job ends with the job training again, with no one acting.
+"""Self-healing drills: a fault under a running job ends with the job training again and the node repaired or sent
+back, with no one acting.
 
-Each drill injects a real fault (a node killed, an Xid in the stand-in driver's kernel log, a rank stopped, a
-trainer that cannot run) into the reference job on both GPU nodes and waits for the cluster to handle it. Their
-timelines come from Slurm's own records (sacct's runs of the job, scontrol's node times) and are printed.
+Each drill injects a real fault into the reference job on both GPU nodes, or into a node, and waits for the cluster
+to handle it: (a) a node killed, (b) an Xid 79 under the job (in-job drain, reboot through Slurm, burn-in, resume),
+(c) a slow GPU (straggler sightings, suspect, failing burn-in, repair), (d) a rank that stops stepping (stacks,
+requeue), (e) a trainer that cannot run on healthy nodes (FAILED after max_restarts), (f) a hardware Xid repeated
+on one GPU (RMA with its evidence bundle), (g) an administrator's drain (left alone). Their timelines come from
+Slurm's own records (sacct's runs of the job and of the repair jobs, scontrol's node times) and the repair ledger,
+and are printed. The repair lifecycle's ticks are started by hand (`systemctl start llmforge-remediate.service`):
+the demo's timer waits an hour so that the other tests' deliberate drains are not repaired under them.
 """
 
 from __future__ import annotations
@@ -21,9 +27,9 @@ from conftest import FIRST, NODES, SECOND, drain_reasons
 from scenario_helpers import wait_for
 from test_training import checkpoints, job_fields, log_of, run_dir, submit, wait_finished
 
-# Opt-in until every drill of the self-healing lifecycle has passed here end to end: LLMFORGE_SELF_HEALING_DRILLS=1.
-DRILLS = os.environ.get('LLMFORGE_SELF_HEALING_DRILLS', '0') == '1'
-pytestmark = pytest.mark.skipif(not DRILLS, reason='self-healing drills are opt-in: LLMFORGE_SELF_HEALING_DRILLS=1')
+# On by default; LLMFORGE_SELF_HEALING_DRILLS=0 leaves them out (a quicker verify while working on something else).
+DRILLS = os.environ.get('LLMFORGE_SELF_HEALING_DRILLS', '1') == '1'
+pytestmark = pytest.mark.skipif(not DRILLS, reason='LLMFORGE_SELF_HEALING_DRILLS=0')
 # Long enough never to finish during a drill; a checkpoint every 10 steps. The drills cancel the job at the end.
 LONG_RUN = ['--steps', '100000', '--ckpt-every-steps', '10', '--log-every', '1']
 # The job's watcher looks every 2 s; a failed rank with the step still running after 10 s means a lost node.
@@ -109,7 +115,7 @@ def test_a_hard_node_loss_requeues_at_once_and_the_node_returns_by_itself(hosts,
         assert wait_for(lambda: node_usable(ctl, SECOND), timeout=300, interval=2), \
             ctl.check_output(f'scontrol show node {SECOND}')
         back = node_field(ctl, SECOND, 'SlurmdStartTime')
-        assert hosts[SECOND].file('/dev/nvidia0').is_character_device
+        assert hosts[SECOND].run('test -c /dev/nvidia0').rc == 0  # made again at boot by the stand-in driver
         assert wait_for(lambda: resumed_after(ctl, job, 1) is not None, timeout=420, interval=2), log_of(ctl, job)[-3000:]
         second = runs(ctl, job)[-1]
         resumed = resumed_after(ctl, job, 1)
@@ -180,7 +186,8 @@ def test_an_xid_requeues_the_job_and_the_node_is_rebooted_burnt_in_and_resumed(h
                   (f'{SECOND} back from its reboot (BootTime)', booted),
                   ('burn-in job start (sacct)', burnin[-1][1]), ('burn-in job end (sacct)', burnin[-1][2]),
                   ('job running again (sacct Start)', runs(ctl, job)[-1]['start'])])
-        print(history)
+        print('ledger: ' + '; '.join(f"{event['kind']} {event.get('action', '')} {event.get('outcome', '')}".strip()
+                                     for event in reversed([json.loads(line) for line in history.splitlines()[1:]])))
     finally:
         ctl.run(f'scancel {job}')
 
@@ -266,7 +273,7 @@ def test_a_slow_gpu_is_seen_as_a_straggler_made_suspect_fails_its_burnin_and_is_
     burn-in, which fails: gpu2 goes on to the repair tiers, not back to service. The fault cleared, the repair ends
     with a passing burn-in and gpu2 in service."""
     node = SECOND
-    args = ['--steps', '30', '--ckpt-every-steps', '1000', '--log-every', '1', '--straggler-steps', '5']
+    args = ['--steps', '16', '--ckpt-every-steps', '1000', '--log-every', '1', '--straggler-steps', '5']
     jobs, sighted = [], []
     try:
         for _job in range(3):
@@ -317,7 +324,8 @@ def test_a_hung_rank_gets_its_stacks_taken_and_the_job_requeued(hosts, ctl, heal
     directory = run_dir(job)
     try:
         assert wait_for(lambda: len(checkpoints(ctl, directory)) >= 1, timeout=300, interval=1), log_of(ctl, job)[-3000:]
-        pids = hosts[SECOND].check_output(f"pgrep -f 'llmforge-train --run-dir {directory}' || true").split()
+        # The trainer's rank: python .../llmforge_train.py --run-dir DIR (the [l]: not the shell that runs pgrep).
+        pids = hosts[SECOND].check_output(f"pgrep -f '[l]lmforge_train.py --run-dir {directory} ' || true").split()
         assert pids, 'no trainer process on ' + SECOND
         fault = now(ctl)
         hosts[SECOND].check_output(f'kill -STOP {" ".join(pids)}')
@@ -326,7 +334,8 @@ def test_a_hung_rank_gets_its_stacks_taken_and_the_job_requeued(hosts, ctl, heal
         requeued = runs(ctl, job)[0]['end']
         stacks = ctl.check_output(f'ls {directory}/stacks').split()
         assert any(name.startswith(SECOND) for name in stacks), stacks
-        comment = ctl.check_output(f'sacct -X -n -P -j {job} -o Comment').strip()
+        # The job's comment as slurmctld holds it (slurmdbd records it when the job ends).
+        comment = re.search(r'Comment=(.*)', ctl.check_output(f'scontrol show job {job}')).group(1)
         assert f'llmforge-suspect {SECOND} hang' in comment, comment
         assert wait_for(lambda: resumed_after(ctl, job, 1) is not None, timeout=300, interval=2), log_of(ctl, job)[-3000:]
         timeline(f'hang drill (job {job}, stacks {", ".join(stacks)})',
@@ -334,7 +343,7 @@ def test_a_hung_rank_gets_its_stacks_taken_and_the_job_requeued(hosts, ctl, heal
                   ('job running again (sacct Start)', runs(ctl, job)[-1]['start'])])
     finally:
         ctl.run(f'scancel {job}')
-        hosts[SECOND].run(f"pkill -CONT -f 'llmforge-train --run-dir {directory}'")
+        hosts[SECOND].run(f"pkill -CONT -f '[l]lmforge_train.py --run-dir {directory} '")
 
 
 def test_a_crash_on_healthy_nodes_fails_the_job_after_max_restarts(ctl, healthy_nodes):

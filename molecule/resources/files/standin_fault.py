@@ -76,7 +76,10 @@ def job_trainers(job: str) -> list[int]:
                 cmdline = handle.read()
         except OSError:
             continue
-        if f'SLURM_JOB_ID={job}'.encode() in environ and b'llmforge-train' in cmdline and b'--dump-stacks' not in cmdline:
+        # The trainer's ranks: llmforge_train.py --run-dir DIR --summary FILE ... (its helper modes have no --summary).
+        words = cmdline.split(b'\0')
+        if f'SLURM_JOB_ID={job}'.encode() in environ and any(word.endswith(b'llmforge_train.py') for word in words) \
+                and b'--summary' in words:
             found.append(int(entry))
     return found
 

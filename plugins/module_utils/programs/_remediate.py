@@ -1702,6 +1702,29 @@ def read_slurm(config: t.Mapping[str, t.Any], runner: Runner, snapshot: Snapshot
 _SBATCH_ID = re.compile(r'^([0-9]{1,12})(?:;\S+)?\s*$', re.M)
 
 
+def fleet_stage(records: t.Mapping[str, NodeRecord]) -> dict[str, t.Any]:
+    """The validate report's "Fleet health" stage: every node the ledger does not hold healthy (suspect, quarantined,
+    repairing, rma) as a warning with its state, since when and why; the counts per state as facts. Never failing:
+    these nodes are out of service or watched already, by this program."""
+    rows: dict[str, dict[str, t.Any]] = {}
+    checks: list[dict[str, t.Any]] = []
+    for name in sorted(records):
+        record = records[name]
+        if record.state == HEALTHY:
+            continue
+        why = clean_text(record.reason or (record.plan.get('fault') or {}).get('reason') or record.plan.get('trigger') or '')
+        rows[name] = {'state': record.state, 'since': format_slurm_time(record.since), 'reason': why}
+        checks.append({'name': 'repair_state', 'subject': name, 'status': 'warn', 'expected': HEALTHY,
+                       'actual': record.state, 'message': f'{name} {record.state} since {rows[name]["since"]}'
+                                                          + (f': {why}' if why else '')})
+    if not checks:
+        checks.append({'name': 'repair_state', 'subject': 'cluster', 'status': 'pass', 'expected': HEALTHY,
+                       'actual': HEALTHY, 'message': f'all {len(records)} nodes in the ledger healthy'})
+    return {'title': 'Fleet health (llmforge-remediate)', 'healthy': True, 'checks': checks,
+            'columns': ['state', 'since', 'reason'], 'nodes': rows,
+            'facts': {state: sum(1 for record in records.values() if record.state == state) for state in STATES}}
+
+
 # The node's latest ledger events that go into its RMA evidence bundle.
 HISTORY_IN_EVIDENCE = 200
 HISTORY_END = 'LLMFORGE_LEDGER_HISTORY'
@@ -1896,6 +1919,8 @@ def main(argv: t.Optional[t.Sequence[str]] = None, runner: Runner = system_runne
     parser.add_argument('--check-config', action='store_true', help='check the configuration and exit')
     parser.add_argument('--backup', metavar='PATH', help="write a consistent copy of the ledger to PATH and exit")
     parser.add_argument('--history', metavar='NODE', help="print a node's state and latest ledger events and exit")
+    parser.add_argument('--fleet', action='store_true',
+                        help="print the nodes not healthy in the ledger (the validate report's stage, JSON) and exit")
     args = parser.parse_args(argv)
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -1919,6 +1944,9 @@ def main(argv: t.Optional[t.Sequence[str]] = None, runner: Runner = system_runne
         if args.backup:
             ledger.backup(args.backup)
             sys.stdout.write(f'{PROGRAM}: ledger copied to {args.backup}\n')
+            return 0
+        if args.fleet:
+            sys.stdout.write(json.dumps(fleet_stage(ledger.snapshot(config, time.time()).nodes), sort_keys=True) + '\n')
             return 0
         if args.history:
             record = ledger.snapshot(config, time.time()).nodes.get(args.history)

@@ -34,7 +34,8 @@ What each rank leaves for the job's supervisor (the sbatch script), beside the c
                                       "job_id", "restart"}; past --step-log-bytes it becomes rank-<r>.jsonl.1 (the older
                                       .1 is dropped), so a rank keeps at most twice that
     RUN_DIR/heartbeat/rank-<r>.json   rewritten (renamed into place) as the rank enters each step's forward, backward
-                                      and sync phases and before a checkpoint: {"step", "phase", "time", "node", "pid",
+                                      phases, as it enters DDP's gradient all-reduce, as it enters the step's sync and
+                                      before a checkpoint: {"step", "phase", "time", "node", "pid",
                                       "rank", "job_id", "restart"}
     RUN_DIR/failed/rank-<r>.json      written by a rank that fails, before it exits: its error and where it ran
     RUN_DIR/stacks/rank-<r>.txt       the rank's own stack dump (faulthandler) on SIGUSR2, the fallback of py-spy
@@ -132,6 +133,7 @@ if TRAINING:
         import torch.distributed.checkpoint as dcp
         from torch.distributed.checkpoint.api import CheckpointException
         from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
     except ImportError:  # the launch and checkpoint-discovery helpers stay usable (and testable) without torch
         torch = None
 
@@ -382,7 +384,9 @@ def commit_checkpoint(tmp_path: str, final_path: str) -> None:
 STEPS_DIR, HEARTBEAT_DIR, FAILED_DIR, STACKS_DIR = 'steps', 'heartbeat', 'failed', 'stacks'
 SUPERVISION_DIRS = (STEPS_DIR, HEARTBEAT_DIR, FAILED_DIR, STACKS_DIR)
 # The heartbeat's phases within a step, in order: a rank in an earlier phase of the same step is behind.
-PHASES = {'forward': 0, 'backward': 1, 'sync': 2, 'checkpoint': 3}
+# 'allreduce': the rank's gradients are computed and it has entered DDP's gradient all-reduce (waiting there for a
+# rank still computing, which is the one behind).
+PHASES = {'forward': 0, 'backward': 1, 'allreduce': 2, 'sync': 3, 'checkpoint': 4}
 SIGHTINGS = 'sightings.jsonl'
 RESTARTS = 'restarts.jsonl'
 STEP_LOG_BYTES = 4 << 20
@@ -1182,7 +1186,18 @@ class Trainer:
         torch.manual_seed(a.seed)
         model = TinyGPT(a.vocab_size, a.d_model, a.heads, a.layers, a.seq_len).to(self.device)
         self.model = wrap_model(model, a.strategy, self.device)
+        self.step_now, self.reduced_at = 0, -1
+        if a.strategy == 'ddp':
+            self.model.register_comm_hook(None, self.gradient_allreduce)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=a.lr)
+
+    def gradient_allreduce(self, state, bucket):
+        """DDP's own all-reduce of a gradient bucket, with a heartbeat as the rank reaches the step's first one: of
+        ranks stuck in the same step's backward, the one that never got here is the one that stopped."""
+        if self.reduced_at != self.step_now:
+            self.reduced_at = self.step_now
+            self.records.beat(self.step_now, 'allreduce')
+        return allreduce_hook(state, bucket)
 
     def state(self) -> dict:
         model_state, optimizer_state = get_state_dict(self.model, self.optimizer)
@@ -1248,6 +1263,7 @@ class Trainer:
         for step in range(first_step, a.steps + 1):
             started = time.perf_counter()
             # A heartbeat at each phase: a rank stuck before the others' next collective is the one behind.
+            self.step_now = step
             self.records.beat(step, 'forward')
             drill(a, self.rank, step)
             inputs, targets = synthetic_batch(successors, a.seed, step, self.rank, a.batch_size, a.seq_len)
