@@ -219,6 +219,7 @@ def test_a_repeated_hardware_xid_on_one_gpu_sends_the_node_to_rma_with_its_evide
     record = json.loads(ctl.check_output(f'llmforge-remediate --history {node}').splitlines()[0])
     serial = record['gpus']['5']['serial']
     second = drained_for(hosts, ctl, node, 48, 5)
+
     # RMA: the node waits in the reservation, resumed, for its evidence job; drained `llmforge: rma` after it.
     def evidence_done():
         events = [json.loads(line) for line in ctl.check_output(f'llmforge-remediate --history {node}').splitlines()[1:]]
