@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import os
 import tempfile
+import typing as t
 
 
-def write_atomic(path: str, text: str, mode: int = 0o644, uid: int = -1, gid: int = -1) -> None:
-    """Write `text` (UTF-8) to `path` through a hidden temporary file in the same directory, synced and renamed.
+def write_atomic(path: str, text: t.Union[str, bytes], mode: int = 0o644, uid: int = -1, gid: int = -1) -> None:
+    """Write `text` (UTF-8; bytes as they are) to `path` through a hidden temporary file in the same directory,
+    synced and renamed.
 
     The temporary file sits beside `path` (a rename does not cross file systems) and is named
     ``.<name>.<random>.tmp``: neither node_exporter's textfile collector (``*.prom``) nor a reader of ``*.json``
@@ -25,7 +27,7 @@ def write_atomic(path: str, text: str, mode: int = 0o644, uid: int = -1, gid: in
     directory = os.path.dirname(os.path.abspath(path))
     handle, temporary = tempfile.mkstemp(dir=directory, prefix=f'.{os.path.basename(path)}.', suffix='.tmp')
     try:
-        with os.fdopen(handle, 'w', encoding='utf-8') as stream:
+        with (os.fdopen(handle, 'wb') if isinstance(text, bytes) else os.fdopen(handle, 'w', encoding='utf-8')) as stream:
             stream.write(text)
             stream.flush()
             os.fsync(stream.fileno())

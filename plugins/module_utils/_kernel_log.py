@@ -552,21 +552,9 @@ def failure_summary(checks: t.Iterable[t.Mapping[str, t.Any]]) -> str:
 
 # --- the node's GPUs and HCAs -------------------------------------------------------------------------------------
 
-def resolve(command: str) -> t.Optional[str]:
-    """A command's absolute path: itself when absolute, else the first executable of that name in the system
-    directories (validators.SYSTEM_DIRS; PATH is never used); None when there is none."""
-    if os.path.isabs(command):
-        return command
-    for directory in validators.SYSTEM_DIRS:
-        candidate = os.path.join(directory, command)
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
-    return None
-
-
 def smi_gpus(nvidia_smi: str, timeout: float) -> dict[str, int]:
     """{PCI bus id: index} from `nvidia-smi -q -x` (the GPUs in index order); KernelLogError when it cannot say."""
-    path = resolve(nvidia_smi)
+    path = validators.find_command(nvidia_smi)
     if path is None:
         raise KernelLogError(f'{nvidia_smi} not found')
     try:
@@ -889,7 +877,7 @@ def read_faults(settings: t.Mapping[str, t.Any], timeout: float, write_state: bo
     source = settings['source']
     journalctl = ''
     if source == JOURNAL:
-        journalctl = resolve(settings['journalctl']) or ''
+        journalctl = validators.find_command(settings['journalctl']) or ''
         if not journalctl:
             raise KernelLogError(f"journalctl {settings['journalctl']} not found: is systemd installed? (looked in "
                                  f"{', '.join(validators.SYSTEM_DIRS)})")

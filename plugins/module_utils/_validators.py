@@ -51,6 +51,18 @@ SYSTEM_DIRS = ('/usr/local/sbin', '/usr/local/bin', '/usr/sbin', '/usr/bin', '/s
 STAGES = ('health_check', 'hardware')
 
 
+def find_command(command: str, dirs: t.Sequence[str] = SYSTEM_DIRS) -> t.Optional[str]:
+    """A command's absolute path: itself when absolute, else the first executable of that name in `dirs` (the fixed
+    system directories; PATH is never used); None when there is none."""
+    if os.path.isabs(command):
+        return command
+    for directory in dirs:
+        candidate = os.path.join(directory, command)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
 class SettingsError(Exception):
     """A setting is missing or wrong; the message names the field."""
 

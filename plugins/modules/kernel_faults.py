@@ -293,14 +293,14 @@ def main():
         module.fail_json(msg=f"since must be a Unix time (0 or more), got {params['since']}", **empty)
     journalctl = params['journalctl_path']
     if source == kernel_log.JOURNAL and '/' not in journalctl:
-        found = kernel_log.resolve(journalctl) or module.get_bin_path(journalctl)
+        found = kernel_log.validators.find_command(journalctl) or module.get_bin_path(journalctl)
         if not found:
             module.fail_json(msg=f'journalctl_path {journalctl}: not found: is systemd installed? (looked in PATH and '
                                  f"{', '.join(kernel_log.validators.SYSTEM_DIRS)})", **empty)
         journalctl = found
     nvidia_smi = params['nvidia_smi_path']
     if '/' not in nvidia_smi:
-        nvidia_smi = kernel_log.resolve(nvidia_smi) or module.get_bin_path(nvidia_smi) or nvidia_smi
+        nvidia_smi = kernel_log.validators.find_command(nvidia_smi) or module.get_bin_path(nvidia_smi) or nvidia_smi
     settings = dict(source=source, journalctl=journalctl, state_file=params['state_file'] or '',
                     since=params['since'], boot_id_file=params['boot_id_file'], gpus=_gpus(module, empty),
                     nvidia_smi=nvidia_smi, sysfs_root=params['sysfs_root'])

@@ -22,10 +22,10 @@ import pytest
 from ansible_collections.llmforge.cluster.plugins.module_utils import _proc as proc
 from ansible_collections.llmforge.cluster.plugins.module_utils.programs import _remediate as rem
 from ansible_collections.llmforge.cluster.plugins.plugin_utils._report import build_report, render_html
-from node_install import install
+from node_install import LAUNCHERS, install, run_launcher
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-LAUNCHER = ROOT / 'roles' / 'slurm_controller' / 'files' / 'llmforge-remediate'
+LAUNCHER = LAUNCHERS['programs._remediate']
 NOW = 1_800_000_000.0
 BOOT = NOW - 86400
 # The GPU catalog's own classes, before the fixture below stands in for them.
@@ -1097,18 +1097,13 @@ def test_main_runs_a_tick_backs_up_and_prints_history(tmp_path, capsys):
 
 def test_the_installed_program_runs_from_its_code_alone(tmp_path):
     library = install('programs._remediate', tmp_path / 'python')
-    launcher = tmp_path / 'llmforge-remediate'
-    launcher.write_text(LAUNCHER.read_text(encoding='utf-8').replace(
-        "LIBRARY = '/usr/local/lib/llmforge/python'", f'LIBRARY = {str(library)!r}'), encoding='utf-8')
-    env = {key: value for key, value in os.environ.items() if key != 'PYTHONPATH'}
-    done = subprocess.run([sys.executable, '-I', str(launcher), '--help'], capture_output=True, text=True, env=env,
-                          timeout=60, check=False)
+    done = run_launcher('programs._remediate', library, '--help')
     assert done.returncode == 0 and done.stdout.startswith('usage: llmforge-remediate ')
     config_path = tmp_path / 'remediate.json'
     config_path.write_text(json.dumps({'ledger': str(tmp_path / 'ledger.sqlite'), 'textfile_dir': ''}), encoding='utf-8')
-    done = subprocess.run([sys.executable, '-I', str(launcher), '--config', str(config_path), '--check-config'],
-                          capture_output=True, text=True, env=env, timeout=60, check=False)
+    done = run_launcher('programs._remediate', library, '--config', str(config_path), '--check-config')
     assert done.returncode == 0, done.stderr
+    env = {key: value for key, value in os.environ.items() if key != 'PYTHONPATH'}
     text = LAUNCHER.read_text(encoding='utf-8')
     assert text.startswith('#!/usr/bin/python3 -I\n') and os.stat(LAUNCHER).st_mode & 0o111
     assert "LIBRARY = '/usr/local/lib/llmforge/python'\n" in text and 'os.environ' not in text

@@ -8,18 +8,17 @@ import hashlib
 import json
 import os
 import pathlib
-import subprocess
 import sys
 import tarfile
 
 import pytest
 
 from ansible_collections.llmforge.cluster.plugins.module_utils.programs import _repair as rep
-from node_install import install
+from node_install import LAUNCHERS, install, run_launcher
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / 'tests' / 'fixtures'
-LAUNCHER = ROOT / 'roles' / 'slurm_node' / 'files' / 'llmforge-repair'
+LAUNCHER = LAUNCHERS['programs._repair']
 
 # One fake for every command: its behaviour comes from files in $FAKE_DIR (what it prints, its exit status).
 FAKE = '''#!{python}
@@ -368,13 +367,7 @@ def test_no_report_outside_a_job(fake, capsys):
 # --- the installed program ---------------------------------------------------------------------------------------
 
 def test_the_installed_program_runs_from_its_code_alone(tmp_path):
-    library = install('programs._repair', tmp_path / 'python')
-    launcher = tmp_path / 'llmforge-repair'
-    launcher.write_text(LAUNCHER.read_text(encoding='utf-8').replace(
-        "LIBRARY = '/usr/local/lib/llmforge/python'", f'LIBRARY = {str(library)!r}'), encoding='utf-8')
-    env = {key: value for key, value in os.environ.items() if key != 'PYTHONPATH'}
-    done = subprocess.run([sys.executable, '-I', str(launcher), '--help'], capture_output=True, text=True, env=env,
-                          timeout=60, check=False)
+    done = run_launcher('programs._repair', install('programs._repair', tmp_path / 'python'), '--help')
     assert done.returncode == 0 and done.stdout.startswith('usage: llmforge-repair ')
     text = LAUNCHER.read_text(encoding='utf-8')
     assert text.startswith('#!/usr/bin/python3 -I\n') and os.stat(LAUNCHER).st_mode & 0o111

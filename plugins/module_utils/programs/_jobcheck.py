@@ -44,7 +44,7 @@ from ansible_collections.llmforge.cluster.plugins.module_utils import _gpu_topol
 from ansible_collections.llmforge.cluster.plugins.module_utils import _kernel_log as kernel_log
 from ansible_collections.llmforge.cluster.plugins.module_utils import _proc as proc
 from ansible_collections.llmforge.cluster.plugins.module_utils._checks import FAIL, PASS, check
-from ansible_collections.llmforge.cluster.plugins.module_utils._validators import Task, unexpected
+from ansible_collections.llmforge.cluster.plugins.module_utils._validators import Task, find_command, unexpected
 
 NODECHECK_CONFIG = '/etc/llmforge/nodecheck.json'
 RECORDS_DIR = '/run/llmforge/jobs'
@@ -53,17 +53,10 @@ EPILOG_SECONDS = 3.0
 PROLOG_SECONDS = 2.0
 # An idle GPU's used framebuffer is a few MiB; more after the job ended means memory it did not release.
 MEMORY_USED_MIB_MAX = 1024
-SYSTEM_DIRS = ('/usr/local/sbin', '/usr/local/bin', '/usr/sbin', '/usr/bin', '/sbin', '/bin')
 
 
 def _command(name: str) -> str:
-    if os.path.isabs(name):
-        return name
-    for directory in SYSTEM_DIRS:
-        candidate = os.path.join(directory, name)
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
-    return name
+    return find_command(name) or name
 
 
 def job_gpus(environ: t.Mapping[str, str]) -> list[int]:

@@ -65,12 +65,9 @@ class CommandNotFound(Exception):
 
 def resolve_command(command: str) -> str:
     """The absolute path of a command: itself when absolute, else the first executable of that name in SYSTEM_DIRS."""
-    if os.path.isabs(command):
-        return command
-    for directory in SYSTEM_DIRS:
-        candidate = os.path.join(directory, command)
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
+    found = validators.find_command(command, SYSTEM_DIRS)
+    if found:
+        return found
     raise CommandNotFound(f'{command} not found in {", ".join(SYSTEM_DIRS)} (give its absolute path in the expectation file)')
 
 

@@ -1626,19 +1626,9 @@ class _Transaction:
 Runner = t.Callable[[t.Sequence[str], float], proc.Completed]
 
 
-def resolve(command: str) -> str:
-    if os.path.isabs(command):
-        return command
-    for directory in validators.SYSTEM_DIRS:
-        candidate = os.path.join(directory, command)
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
-    return command
-
-
 def system_runner(argv: t.Sequence[str], timeout: float) -> proc.Completed:
     """Run a command as the tick does: the first word resolved in the fixed system directories, never PATH."""
-    return proc.run([resolve(argv[0]), *argv[1:]], timeout)
+    return proc.run([validators.find_command(argv[0]) or argv[0], *argv[1:]], timeout)
 
 
 def run_slurm(runner: Runner, argv: t.Sequence[str], timeout: float) -> str:

@@ -40,16 +40,16 @@ import socket
 import subprocess
 import sys
 import tarfile
-import tempfile
 import time
 import typing as t
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import _dcgm_diag as dcgm_diag
+from ansible_collections.llmforge.cluster.plugins.module_utils import _files as files
 from ansible_collections.llmforge.cluster.plugins.module_utils import _gpu_topology as gpu_topology
 from ansible_collections.llmforge.cluster.plugins.module_utils import _kernel_log as kernel_log
 from ansible_collections.llmforge.cluster.plugins.module_utils import _nccl_tests as nccl_tests
 from ansible_collections.llmforge.cluster.plugins.module_utils import _proc as proc
-from ansible_collections.llmforge.cluster.plugins.module_utils._validators import SYSTEM_DIRS
+from ansible_collections.llmforge.cluster.plugins.module_utils._validators import SYSTEM_DIRS, find_command
 
 PROGRAM = 'llmforge-repair'
 REPORT_PREFIX = 'llmforge-repair '
@@ -78,11 +78,7 @@ def find(command: str, extra: t.Sequence[str] = ()) -> t.Optional[str]:
     """The command's absolute path: itself when absolute, else the first executable in SYSTEM_DIRS then `extra`."""
     if os.path.isabs(command):
         return command if os.path.isfile(command) and os.access(command, os.X_OK) else None
-    for directory in (*SYSTEM_DIRS, *extra):
-        candidate = os.path.join(directory, command)
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
-    return None
+    return find_command(command, (*SYSTEM_DIRS, *extra))
 
 
 def nccl_dirs() -> list[str]:
@@ -441,28 +437,16 @@ def evidence(args: argparse.Namespace) -> dict[str, t.Any]:
     members['manifest.json'] = manifest_bytes
     os.makedirs(args.out, mode=0o700, exist_ok=True)
     tarball = os.path.join(args.out, f'{name}.tar.gz')
-    handle, temporary = tempfile.mkstemp(dir=args.out, prefix=f'.{name}.', suffix='.tmp')
-    try:
-        os.fchmod(handle, 0o600)
-        with os.fdopen(handle, 'wb') as stream:
-            with tarfile.open(fileobj=stream, mode='w:gz') as archive:
-                for member, data in sorted(members.items()):
-                    info = tarfile.TarInfo(f'{name}/{member}')
-                    info.size, info.mode, info.mtime = len(data), 0o600, int(time.time())
-                    archive.addfile(info, io.BytesIO(data))
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, tarball)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
+    packed = io.BytesIO()  # the members are in memory already (each capture bounded)
+    with tarfile.open(fileobj=packed, mode='w:gz') as archive:
+        for member, data in sorted(members.items()):
+            info = tarfile.TarInfo(f'{name}/{member}')
+            info.size, info.mode, info.mtime = len(data), 0o600, int(time.time())
+            archive.addfile(info, io.BytesIO(data))
+    files.write_atomic(tarball, packed.getvalue(), mode=0o600)
     manifest_path = os.path.join(args.out, f'{name}.manifest.json')
-    descriptor = os.open(manifest_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, 'wb') as stream:
-        stream.write(manifest_bytes)
-    with open(tarball, 'rb') as stream:
-        digest = hashlib.sha256(stream.read()).hexdigest()
+    files.write_atomic(manifest_path, manifest_bytes, mode=0o600)
+    digest = hashlib.sha256(packed.getvalue()).hexdigest()
     # A command that failed on a broken node is evidence too (its output and stderr are in the bundle): warn.
     checks = [check(item['member'], WARN if item['status'] == FAIL else item['status'],
                     item.get('detail') or item.get('command') or item.get('source', '')) for item in ran]
