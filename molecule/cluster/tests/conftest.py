@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 
 import pytest
 
@@ -16,6 +17,11 @@ NODES = (FIRST, SECOND)
 # The login node (login_nodes); a scenario without one sets LLMFORGE_LOGIN_HOST to an empty string.
 LOGIN = os.environ.get('LLMFORGE_LOGIN_HOST', 'login1')
 ALL_HOSTS = (CONTROLLER,) + NODES + ((LOGIN,) if LOGIN else ())
+# Who runs the users' jobs: a directory user (the scenario's LDAP users, the same uid on every host, home on the
+# shared storage), logged in on the login node; on the controller where a scenario has no login node. Root submits
+# only where a test is about root.
+JOB_USER = os.environ.get('LLMFORGE_JOB_USER', 'alice')
+SUBMIT_HOST = LOGIN or CONTROLLER
 # The simulated hardware molecule/resources/prepare.yml gives each GPU node; the demo inventory points the
 # validators (validate_*) and the health check (slurm_node_health_check_*) at it.
 SIM = '/usr/local/share/llmforge-sim'
@@ -31,6 +37,35 @@ def hosts():
 @pytest.fixture(scope='module')
 def ctl(hosts):
     return hosts[CONTROLLER]
+
+
+class Session:
+    """A user logged in on a host: each command runs in a login shell of theirs (their environment, their home)."""
+
+    def __init__(self, host, name, where):
+        self.host, self.name, self.where = host, name, where
+
+    def run(self, command):
+        return self.host.run(f'runuser -l {self.name} -c {shlex.quote(command)}')
+
+    def check_output(self, command):
+        result = self.run(command)
+        assert result.rc == 0, f'{self.name}@{self.where}: {command}: rc {result.rc}\n' \
+                               f'{result.stdout}{result.stderr}'
+        return result.stdout.rstrip('\r\n')
+
+
+def login_as(hosts, name):
+    """`name` logged in where users submit (the login node)."""
+    return Session(hosts[SUBMIT_HOST], name, SUBMIT_HOST)
+
+
+@pytest.fixture(scope='module')
+def user(hosts):
+    """The job user, logged in on the login node."""
+    session = login_as(hosts, JOB_USER)
+    assert session.host.run(f'getent passwd {JOB_USER}').rc == 0, f'{JOB_USER} is not a user on {SUBMIT_HOST}'
+    return session
 
 
 def drain_reasons(ctl):

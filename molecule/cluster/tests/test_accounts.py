@@ -2,9 +2,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Slurm accounts, users and QoS of the demo inventory (group_vars/all/accounts.yml), enforced by slurm.conf.
 
-The jobs here run as local users created on the controller (qostest, declared in team-b; noassoc, declared
-nowhere), so the test does not depend on the directory users. Over-limit jobs never start: they only need the user
-on the submitting host. The molecule idempotence step converges a second time; test_applying_again_changes_nothing
+The jobs here are submitted from the login node by bob, a directory user in team-b, and by noassoc, a local user
+(the same uid on the login node and the controller) declared in no account. Over-limit jobs never start. The molecule idempotence step converges a second time; test_applying_again_changes_nothing
 re-runs the accounts tasks alone.
 """
 
@@ -14,11 +13,11 @@ import json
 
 import pytest
 
-from conftest import CONTROLLER
+from conftest import CONTROLLER, SUBMIT_HOST, login_as
 from scenario_helpers import recap_of, run_playbook, said, slurm_knows_user, wait_for
 
 CLUSTER = 'demo'
-USER, UID = 'qostest', 2902
+USER = 'bob'
 STRANGER, STRANGER_UID = 'noassoc', 2903
 ASSOC_FORMAT = 'Account,User,ParentName,Share,QOS,DefaultQOS,GrpTRES'
 
@@ -28,16 +27,22 @@ def rows(ctl, command: str) -> list[list[str]]:
 
 
 @pytest.fixture(scope='module')
-def local_users(ctl):
-    for name, uid in ((USER, UID), (STRANGER, STRANGER_UID)):
-        ctl.run(f'id {name} || useradd --create-home --uid {uid} {name}')
-    assert slurm_knows_user(ctl, USER), f'slurmctld never resolved {USER} to uid {UID}'
-    return USER
+def bob(hosts):
+    if hosts[SUBMIT_HOST].run(f'getent passwd {USER}').rc != 0:
+        pytest.skip(f'no directory user {USER} in this scenario')
+    assert slurm_knows_user(hosts[CONTROLLER], USER), f'slurmctld never resolved {USER} to its uid'
+    return login_as(hosts, USER)
 
 
-def submit(ctl, user: str, *args: str):
-    command = ' '.join(['sbatch', '--parsable', '-o', '/dev/null', *args])
-    return ctl.run(f"runuser -u {user} -- sh -c 'cd /tmp && {command}'")
+@pytest.fixture(scope='module')
+def stranger(hosts, ctl):
+    for host in {ctl, hosts[SUBMIT_HOST]}:
+        host.run(f'id {STRANGER} || useradd --create-home --uid {STRANGER_UID} {STRANGER}')
+    return login_as(hosts, STRANGER)
+
+
+def submit(session, *args: str):
+    return session.run(' '.join(['sbatch', '--parsable', '-o', '/dev/null', *args]))
 
 
 def job_field(ctl, job_id: str, field: str) -> str:
@@ -72,9 +77,9 @@ def test_sacctmgr_shows_the_declared_accounts_and_users(ctl):
     assert users['bob'] == ['team-b', 'None'] and users['carol'] == ['admin', 'Operator']
 
 
-def test_a_job_over_its_qos_gpu_limit_stays_pending_with_the_qos_reason(ctl, local_users):
+def test_a_job_over_its_qos_gpu_limit_stays_pending_with_the_qos_reason(ctl, bob):
     # normal allows 8 GPUs per user; two whole nodes are 16.
-    result = submit(ctl, local_users, '--qos=normal', '-N2', '--gres=gpu:8', '-t', '5', '--wrap', '"sleep 60"')
+    result = submit(bob, '--qos=normal', '-N2', '--gres=gpu:8', '-t', '5', '--wrap', '"sleep 60"')
     assert result.rc == 0, result.stderr
     job = result.stdout.strip()
     try:
@@ -86,18 +91,18 @@ def test_a_job_over_its_qos_gpu_limit_stays_pending_with_the_qos_reason(ctl, loc
         ctl.run(f'scancel {job}')
 
 
-def test_a_user_without_an_association_is_refused_at_submission(ctl, local_users):
-    result = submit(ctl, STRANGER, '--wrap', 'true')
+def test_a_user_without_an_association_is_refused_at_submission(stranger):
+    result = submit(stranger, '--wrap', 'true')
     assert result.rc != 0
     assert 'Invalid account or account/partition combination specified' in result.stderr
 
 
-def test_the_debug_qos_goes_first(ctl, local_users):
+def test_the_debug_qos_goes_first(ctl, bob):
     # Held back by a begin time an hour away, both wait; the one in debug ranks first.
     jobs = {}
     try:
         for qos in ('debug', 'normal'):
-            result = submit(ctl, local_users, f'--qos={qos}', '--begin=now+3600', '-t', '10', '--wrap', 'true')
+            result = submit(bob, f'--qos={qos}', '--begin=now+3600', '-t', '10', '--wrap', 'true')
             assert result.rc == 0, result.stderr
             jobs[qos] = result.stdout.strip()
         priority = {qos: int(job_field(ctl, job, '%Q')) for qos, job in jobs.items()}
@@ -106,8 +111,8 @@ def test_the_debug_qos_goes_first(ctl, local_users):
         ctl.run(f"scancel {' '.join(jobs.values())}")
 
 
-def test_debug_refuses_nothing_but_holds_jobs_over_its_wall_time(ctl, local_users):
-    result = submit(ctl, local_users, '--qos=debug', '-t', '60', '--wrap', 'true')
+def test_debug_refuses_nothing_but_holds_jobs_over_its_wall_time(ctl, bob):
+    result = submit(bob, '--qos=debug', '-t', '60', '--wrap', 'true')
     assert result.rc == 0, result.stderr
     job = result.stdout.strip()
     try:
@@ -118,7 +123,7 @@ def test_debug_refuses_nothing_but_holds_jobs_over_its_wall_time(ctl, local_user
 
 
 def test_root_runs_in_ops_on_every_gpu(ctl):
-    # The cluster tests and validate.yml submit as root: ops has no per-user GPU limit.
+    # validate.yml and the repair lifecycle's burn-in jobs run as root: ops has no per-user GPU limit.
     job = ctl.check_output('sbatch --parsable -N2 --gres=gpu:8 -t 5 -o /dev/null --wrap true').strip()
 
     def finished():

@@ -78,27 +78,27 @@ def test_sinfo_lists_both_nodes_idle_with_eight_gpus(ctl):
     assert wait_for(lambda: nodes() == expected), nodes()
 
 
-def test_two_node_job_runs_on_both_nodes(ctl):
-    out = ctl.check_output('timeout 120 srun -N2 hostname')
-    assert sorted(out.split()) == sorted(NODES)
+def test_two_node_job_runs_on_both_nodes(user):
+    out = user.check_output('timeout 120 srun -N2 bash -c "echo \\$(hostname) \\$(id -un)"')
+    assert sorted(out.splitlines()) == sorted(f'{node} {user.name}' for node in NODES)
 
 
-def test_gpu_request_sets_cuda_visible_devices(ctl):
-    out = ctl.check_output('timeout 120 srun -N1 --gres=gpu:2 printenv CUDA_VISIBLE_DEVICES')
+def test_gpu_request_sets_cuda_visible_devices(user):
+    out = user.check_output('timeout 120 srun -N1 --gres=gpu:2 printenv CUDA_VISIBLE_DEVICES')
     devices = out.strip().split(',')
     assert len(devices) == 2 and all(d.isdigit() for d in devices), out
 
 
-def test_batch_job_is_accounted_completed(ctl):
-    out = ctl.check_output('sbatch --parsable -N1 --gres=gpu:1 -o /dev/null --wrap "hostname"')
+def test_batch_job_is_accounted_completed(ctl, user):
+    out = user.check_output('sbatch --parsable -N1 --gres=gpu:1 -o /dev/null --wrap "hostname"')
     job_id = out.strip().split(';')[0]
     assert wait_for(lambda: job_state(ctl, job_id) == 'COMPLETED'), job_state(ctl, job_id)
-    tres = ctl.check_output(f'sacct -X -n -P -j {job_id} -o AllocTRES')
-    assert 'gres/gpu=1' in tres
+    tres = ctl.check_output(f'sacct -X -n -P -j {job_id} -o AllocTRES,User')
+    assert 'gres/gpu=1' in tres and tres.endswith(f'|{user.name}'), tres
 
 
-def test_running_job_survives_slurmd_restart(hosts, ctl):
-    out = ctl.check_output(f'sbatch --parsable -w {FIRST} -o /dev/null --wrap "sleep 15"')
+def test_running_job_survives_slurmd_restart(hosts, ctl, user):
+    out = user.check_output(f'sbatch --parsable -w {FIRST} -o /dev/null --wrap "sleep 15"')
     job_id = out.strip().split(';')[0]
     assert wait_for(lambda: job_state(ctl, job_id) == 'RUNNING'), job_state(ctl, job_id)
     hosts[FIRST].check_output('systemctl restart slurmd')

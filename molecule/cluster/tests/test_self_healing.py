@@ -9,7 +9,8 @@ to handle it: (a) a node killed, (b) an Xid 79 under the job (in-job drain, rebo
 requeue), (e) a trainer that cannot run on healthy nodes (FAILED after max_restarts), (f) a hardware Xid repeated
 on one GPU (RMA with its evidence bundle), (g) an administrator's drain (left alone). Their timelines come from
 Slurm's own records (sacct's runs of the job and of the repair jobs, scontrol's node times) and the repair ledger,
-and are printed. The repair lifecycle's ticks are started by hand (`systemctl start llmforge-remediate.service`):
+and are printed. The jobs are a directory user's (alice, submitting from the login node); the faults, the repair
+jobs and the ledger are root's. The repair lifecycle's ticks are started by hand (`systemctl start llmforge-remediate.service`):
 the demo's timer waits an hour so that the other tests' deliberate drains are not repaired under them.
 """
 
@@ -97,10 +98,10 @@ def healthy_nodes(hosts, ctl):
             ctl.run(f'scontrol update NodeName={node} State=RESUME')
 
 
-def test_a_hard_node_loss_requeues_at_once_and_the_node_returns_by_itself(hosts, ctl, healthy_nodes):
+def test_a_hard_node_loss_requeues_at_once_and_the_node_returns_by_itself(hosts, ctl, user, healthy_nodes):
     """docker kill gpu2 under the job: the job notices within seconds (not SlurmdTimeout), requeues itself; the
     node, started again, comes back with its GPU devices and slurmd by itself; the job resumes under its id."""
-    job = submit(ctl, trainer_args=LONG_RUN, env=FAST)
+    job = submit(user, trainer_args=LONG_RUN, env=FAST)
     directory = run_dir(job)
     try:
         assert wait_for(lambda: len(checkpoints(ctl, directory)) >= 2, timeout=300, interval=1), log_of(ctl, job)[-3000:]
@@ -147,11 +148,11 @@ def repair_jobs(ctl, node):
             and row[0].split()[1] == node]
 
 
-def test_an_xid_requeues_the_job_and_the_node_is_rebooted_burnt_in_and_resumed(hosts, ctl, healthy_nodes):
+def test_an_xid_requeues_the_job_and_the_node_is_rebooted_burnt_in_and_resumed(hosts, ctl, user, healthy_nodes):
     """Xid 79 on a GPU of gpu2 under the job (the trainer's CUDA call aborts): the job's own node check drains gpu2
     `llmforge: xid GPU3 79` and requeues within seconds; the repair lifecycle quarantines gpu2, reboots it through
     Slurm, burns it in, resumes it; the job trains again from its last checkpoint; the ledger holds every step."""
-    job = submit(ctl, trainer_args=LONG_RUN, env=FAST)
+    job = submit(user, trainer_args=LONG_RUN, env=FAST)
     directory = run_dir(job)
     try:
         assert wait_for(lambda: len(checkpoints(ctl, directory)) >= 1, timeout=300, interval=1), log_of(ctl, job)[-3000:]
@@ -267,7 +268,7 @@ EOF""")
     assert ledger_state(ctl, node) == 'healthy'
 
 
-def test_a_slow_gpu_is_seen_as_a_straggler_made_suspect_fails_its_burnin_and_is_repaired(hosts, ctl, healthy_nodes):
+def test_a_slow_gpu_is_seen_as_a_straggler_made_suspect_fails_its_burnin_and_is_repaired(hosts, ctl, user, healthy_nodes):
     """A GPU of gpu2 runs slow (the stand-in's fault knob: its rank's processes get a quarter of the time, and DCGM's
     level-3 diagnostic fails its performance tests): each job's rank 0 sees the straggler and names gpu2 in the job's
     comment; after the sightings of three jobs the repair lifecycle makes gpu2 suspect and quarantines it for a
@@ -278,7 +279,7 @@ def test_a_slow_gpu_is_seen_as_a_straggler_made_suspect_fails_its_burnin_and_is_
     jobs, sighted = [], []
     try:
         for _job in range(3):
-            job = submit(ctl, trainer_args=args, env=FAST)
+            job = submit(user, trainer_args=args, env=FAST)
             jobs.append(job)
             assert wait_for(lambda job=job: re.search(r'^step=3 ', log_of(ctl, job), re.M) if
                             ctl.run(f'test -f {run_dir(job)}.out').rc == 0 else False, timeout=300, interval=1)
@@ -318,10 +319,10 @@ def test_a_slow_gpu_is_seen_as_a_straggler_made_suspect_fails_its_burnin_and_is_
             ctl.run(f'scancel {job}')
 
 
-def test_a_hung_rank_gets_its_stacks_taken_and_the_job_requeued(hosts, ctl, healthy_nodes):
+def test_a_hung_rank_gets_its_stacks_taken_and_the_job_requeued(hosts, ctl, user, healthy_nodes):
     """One rank stops (SIGSTOP): no heartbeat advances, the job takes every rank's stacks, names the stopped rank's
     node a suspect in its comment, requeues itself and resumes."""
-    job = submit(ctl, trainer_args=LONG_RUN, env=f'{FAST} LLMFORGE_HANG_SECONDS=20')
+    job = submit(user, trainer_args=LONG_RUN, env=f'{FAST} LLMFORGE_HANG_SECONDS=20')
     directory = run_dir(job)
     try:
         assert wait_for(lambda: len(checkpoints(ctl, directory)) >= 1, timeout=300, interval=1), log_of(ctl, job)[-3000:]
@@ -347,10 +348,10 @@ def test_a_hung_rank_gets_its_stacks_taken_and_the_job_requeued(hosts, ctl, heal
         hosts[SECOND].run(f"pkill -CONT -f '[l]lmforge_train.py --run-dir {directory} '")
 
 
-def test_a_crash_on_healthy_nodes_fails_the_job_after_max_restarts(ctl, healthy_nodes):
+def test_a_crash_on_healthy_nodes_fails_the_job_after_max_restarts(ctl, user, healthy_nodes):
     """The trainer cannot run (CUDA asked on CPU-only nodes): both nodes check healthy, so it is the trainer's own
     error; the job restarts LLMFORGE_MAX_RESTARTS times and then ends FAILED with the trainer's error."""
-    job = submit(ctl, trainer_args=['--steps', '20', '--device', 'cuda'], env=f'{FAST} LLMFORGE_MAX_RESTARTS=1')
+    job = submit(user, trainer_args=['--steps', '20', '--device', 'cuda'], env=f'{FAST} LLMFORGE_MAX_RESTARTS=1')
     state = wait_finished(ctl, job, timeout=400)
     log = log_of(ctl, job)
     assert state == 'FAILED', f'{state}\n{log[-3000:]}'

@@ -3,7 +3,8 @@
 """Training on the cluster: the reference PyTorch job through real Slurm on two nodes (CPU, gloo), and its drills.
 
 The training_env role built the environment once on the shared volume (/shared, a Lustre or NFS mount on real
-clusters) and installed the reference job's sbatch script there. The job trains on both GPU nodes; its time limit and a
+clusters) and installed the reference job's sbatch script there. A directory user (alice) logged in on the login node
+submits it, as every user does; it trains on both GPU nodes; its time limit and a
 half-written checkpoint each end with the job resuming from its newest complete checkpoint under the same job id,
 without anyone resubmitting it. A node lost under the job and the other faults are test_self_healing.py's drills.
 """
@@ -17,21 +18,22 @@ import shlex
 
 import pytest
 
-from conftest import FIRST, NODES, set_hardware
+from conftest import FIRST, JOB_USER, NODES, set_hardware
 from scenario_helpers import recaps, run_playbook, said, wait_for
 
 ENVS = '/shared/llmforge/envs'
 ENV = f'{ENVS}/llmforge-train'
 SBATCH = f'{ENV}/share/llmforge/llmforge-train.sbatch'
 RUNS = '/shared/llmforge/runs'
-USER_RUNS = f'{RUNS}/root'  # the jobs here are root's: each user's runs are in <run root>/<user>
+USER_RUNS = f'{RUNS}/{JOB_USER}'  # each user's runs are in <run root>/<user> (0700, the user's)
 TARGET = 60          # the inventory's training_env_job_args: --steps 60 --ckpt-every-steps 10
 DRILLS = os.environ.get('LLMFORGE_TRAINING_DRILLS', '1') == '1'
 
 
-def submit(ctl, *sbatch_args, trainer_args=(), env=''):
+def submit(user, *sbatch_args, trainer_args=(), env=''):
+    """The reference job, submitted by `user` (a login session, conftest.Session) with its id."""
     argv = ['sbatch', '--parsable', *sbatch_args, SBATCH, *trainer_args]
-    return ctl.check_output(f'{env} {shlex.join(argv)}').strip().split(';')[0]
+    return user.check_output(f'{env} {shlex.join(argv)}').strip().split(';')[0]
 
 
 def job_fields(ctl, job):
@@ -69,9 +71,9 @@ def checkpoints(ctl, directory):
 
 
 @pytest.fixture(scope='module')
-def trained(ctl):
+def trained(ctl, user):
     """The reference job as installed: 2 nodes, TARGET steps, a checkpoint every 10 steps."""
-    job = submit(ctl)
+    job = submit(user)
     state = wait_finished(ctl, job, timeout=600)
     assert state == 'COMPLETED', f'{state}\n{log_of(ctl, job)[-3000:]}'
     return {'job': job, 'summary': read_json(ctl, f'{run_dir(job)}/summary-{job}-0.json'), 'log': log_of(ctl, job)}
@@ -127,22 +129,27 @@ def test_reference_job_trains_on_two_nodes(trained):
 def test_checkpoints_are_complete_and_nothing_half_written_is_left(ctl, trained):
     directory = run_dir(trained['job'])
     assert checkpoints(ctl, directory) == list(range(10, TARGET + 1, 10))
+    # The user's files, private to the user: nothing of the run is root's or readable by other users.
+    owners = ctl.check_output(f'find {directory} {directory}.out -printf "%u %m\\n" | sort -u').splitlines()
+    assert owners and all(line.split()[0] == JOB_USER for line in owners), owners
+    run_root = ctl.file(USER_RUNS)
+    assert (run_root.user, run_root.mode) == (JOB_USER, 0o700)
     assert ctl.run(f'ls -a {directory} | grep -c "^\\.tmp"').stdout.strip() == '0'
 
 
-def test_half_written_checkpoints_are_never_resumed_from(ctl, trained):
+def test_half_written_checkpoints_are_never_resumed_from(ctl, user, trained):
     """A copy of the finished run gets the leftovers of writes killed half-way; the next job resumes from step 60."""
     directory = f'{USER_RUNS}/half-written'
-    ctl.check_output(f'rm -rf {directory} && cp -a {run_dir(trained["job"])} {directory}')
+    user.check_output(f'rm -rf {directory} && cp -a {run_dir(trained["job"])} {directory}')
     # Killed before the rename: a hidden temporary directory. Killed between rename and marker cannot happen (the
     # marker is written before the rename), but a copy interrupted by hand looks like this: no marker.
-    ctl.check_output(f'mkdir {directory}/.tmp-step_00000090-1 && echo partial > {directory}/.tmp-step_00000090-1/__0_0.distcp')
-    ctl.check_output(f'mkdir {directory}/step_00000080 && echo partial > {directory}/step_00000080/__0_0.distcp')
+    user.check_output(f'mkdir {directory}/.tmp-step_00000090-1 && echo partial > {directory}/.tmp-step_00000090-1/__0_0.distcp')
+    user.check_output(f'mkdir {directory}/step_00000080 && echo partial > {directory}/step_00000080/__0_0.distcp')
     # Marked complete, but its shard files are truncated: it fails to load and the next older one is taken.
-    ctl.check_output(f'cp -a {directory}/step_{TARGET:08d} {directory}/step_00000070 && '
+    user.check_output(f'cp -a {directory}/step_{TARGET:08d} {directory}/step_00000070 && '
                      f'for f in {directory}/step_00000070/*.distcp; do : > "$f"; done && '
                      f'sed -i "s/\\"step\\": {TARGET}/\\"step\\": 70/" {directory}/step_00000070/llmforge-complete.json')
-    job = submit(ctl, env=f'LLMFORGE_RUN_DIR={directory}',
+    job = submit(user, env=f'LLMFORGE_RUN_DIR={directory}',
                  trainer_args=['--steps', str(TARGET + 5), '--ckpt-every-steps', '5'])
     try:
         assert wait_finished(ctl, job, timeout=600) == 'COMPLETED', log_of(ctl, job)[-3000:]
@@ -155,12 +162,12 @@ def test_half_written_checkpoints_are_never_resumed_from(ctl, trained):
 
 @pytest.mark.skipif(not DRILLS, reason='LLMFORGE_TRAINING_DRILLS=0')
 @pytest.mark.skipif(not DRILLS, reason='LLMFORGE_TRAINING_DRILLS=0')
-def test_time_limit_signal_checkpoints_requeues_and_resumes(ctl):
+def test_time_limit_signal_checkpoints_requeues_and_resumes(ctl, user):
     """A 3-minute limit, USR1 100 s before it: the trainer checkpoints, the job requeues itself and resumes.
 
     Slurm sends the signal up to 60 s before the requested time, so here 20 to 80 s after the start.
     """
-    job = submit(ctl, '--time=3', '--signal=B:USR1@100',
+    job = submit(user, '--time=3', '--signal=B:USR1@100',
                  trainer_args=['--steps', '100000000', '--ckpt-every-steps', '0', '--log-every', '50'])
     directory = run_dir(job)
     try:
@@ -177,9 +184,9 @@ def test_time_limit_signal_checkpoints_requeues_and_resumes(ctl):
         ctl.run(f'scancel {job}')
 
 
-def test_health_check_drain_requeues_the_jobs_running_on_the_node(hosts, ctl):
+def test_health_check_drain_requeues_the_jobs_running_on_the_node(hosts, ctl, user):
     """A fault found by llmforge-nodecheck drains the node and requeues its job, which restarts on the other node."""
-    job = ctl.check_output(f'sbatch --parsable --requeue -w {FIRST} -o /dev/null --wrap "sleep 600"').strip()
+    job = user.check_output(f'sbatch --parsable --requeue -w {FIRST} -o /dev/null --wrap "sleep 600"').strip()
     try:
         assert wait_for(lambda: job_fields(ctl, job).get('JobState') == 'RUNNING', timeout=60), job_fields(ctl, job)
         set_hardware(hosts[FIRST], gpu_x8=True)

@@ -20,7 +20,7 @@ import sys
 
 import pytest
 
-from conftest import FIRST
+from conftest import FIRST, JOB_USER
 from scenario_helpers import PROJECT
 from test_training import RUNS, job_fields, submit, wait_finished
 
@@ -69,32 +69,36 @@ def test_the_run_root_is_roots_and_no_user_can_make_a_run_directory_in_it(hosts,
     root = ctl.file(RUNS)
     assert (root.user, root.group, root.mode) == ('root', 'root', 0o755)
     job = next_job_id(ctl)
-    # A user's directory before that user's first job, the next job's run directory of root and of the layout before.
-    for directory in (f'{RUNS}/nobody-yet-{job}', f'{RUNS}/root/llmforge-train-{job}', f'{RUNS}/llmforge-train-{job}'):
+    # A user's directory before that user's first job, the next job's run directory of alice and of the layout before.
+    for directory in (f'{RUNS}/nobody-yet-{job}', f'{RUNS}/{JOB_USER}/llmforge-train-{job}', f'{RUNS}/llmforge-train-{job}'):
         denied = as_bob(ctl, f'mkdir {directory}')
         assert denied.rc != 0 and 'Permission denied' in denied.stderr, directory
 
 
-def test_the_next_jobs_run_directory_cannot_be_pre_made_and_the_job_trains_from_scratch(hosts, ctl):
+def test_the_next_jobs_run_directory_cannot_be_pre_made_and_the_job_trains_from_scratch(hosts, ctl, user):
+    """alice's next job: bob cannot put his checkpoint where it will look."""
     job = next_job_id(ctl)
-    run_dir = f'{RUNS}/root/llmforge-train-{job}'
+    run_dir = f'{RUNS}/{JOB_USER}/llmforge-train-{job}'
     # Where bob can write: his own home. He cannot put it at the job's run directory or at the run root.
     plant_checkpoint(ctl, '/shared/home/bob/trap')
     assert as_bob(ctl, f'ln -s /shared/home/bob/trap {run_dir}').rc != 0
     assert as_bob(ctl, f'ln -s /shared/home/bob/trap {RUNS}/llmforge-train-{job}').rc != 0
-    assert submit(ctl, trainer_args=['--steps', '3', '--ckpt-every-steps', '0']) == str(job)
+    assert submit(user, trainer_args=['--steps', '3', '--ckpt-every-steps', '0']) == str(job)
     state = wait_finished(ctl, job, timeout=300)
-    log = ctl.file(f'{RUNS}/root/llmforge-train-{job}.out').content_string
+    log = ctl.file(f'{RUNS}/{JOB_USER}/llmforge-train-{job}.out').content_string
     assert state == 'COMPLETED', log[-3000:]
     assert 'starting fresh' in log and 'resumed step=' not in log
     directory = ctl.file(run_dir)
-    assert (directory.user, directory.mode, directory.is_symlink) == ('root', 0o700, False)
-    assert ctl.file(f'{RUNS}/root').mode == 0o700
+    assert (directory.user, directory.mode, directory.is_symlink) == (JOB_USER, 0o700, False)
+    assert ctl.file(f'{RUNS}/{JOB_USER}').mode == 0o700
     no_payload_ran(hosts)
 
 
 def test_a_run_directory_of_another_user_is_refused_and_the_job_is_not_requeued(hosts, ctl):
-    """A user pointed at bob's directory (LLMFORGE_RUN_DIR): the trainer refuses it before reading anything."""
+    """A job pointed at bob's directory (LLMFORGE_RUN_DIR): the trainer refuses it before reading anything.
+
+    The job is root's: root can read whatever bob writes (another directory user cannot even look into his home),
+    so only the trainer's own check stands between root and bob's pickle."""
     plant_checkpoint(ctl, '/shared/home/bob/lure')
     job = submit(ctl, trainer_args=['--steps', '3'], env='LLMFORGE_RUN_DIR=/shared/home/bob/lure')
     state = wait_finished(ctl, job, timeout=300)
