@@ -157,21 +157,26 @@ def systemd_unit_name(path: str, suffix: str) -> str:
     return ''.join(escaped) + f'.{suffix}'
 
 
-def _mount_options(mount: dict[str, t.Any], where: str, default_options: t.Sequence[str], automount: bool) -> list[str]:
+def mount_options(mount: dict[str, t.Any], where: str, default_options: t.Sequence[str], automount: bool,
+                  filesystem: str = 'Lustre', error: type[ValueError] = LustreConfigError) -> list[str]:
+    """A mount's fstab options (its own or the defaults), checked, with x-systemd.automount added when it is on.
+
+    Shared with the other network file systems' roles (``filesystem`` and ``error`` name theirs).
+    """
     options = mount.get('options', default_options)
     if options is None:
         options = default_options
     if not isinstance(options, (list, tuple)) or not all(isinstance(option, str) for option in options):
-        raise LustreConfigError(f'{where}.options must be a list of mount options such as [_netdev, flock, noatime]')
+        raise error(f'{where}.options must be a list of mount options such as [_netdev, noatime]')
     bad = [option for option in options if not _OPTION.fullmatch(option)]
     if bad:
-        raise LustreConfigError(f'{where}.options: {bad} are not mount options (one option per item, no spaces or commas)')
+        raise error(f'{where}.options: {bad} are not mount options (one option per item, no spaces or commas)')
     chosen = list(dict.fromkeys(options))
     if mount.get('automount', automount) and AUTOMOUNT_OPTION not in chosen:
         chosen.append(AUTOMOUNT_OPTION)
     if '_netdev' not in chosen:
-        # Without it systemd mounts the file system before the network (and LNet) is up, and boot hangs.
-        raise LustreConfigError(f'{where}.options must include _netdev: Lustre needs the network before it can mount')
+        # Without it systemd mounts the file system before the network is up, and boot hangs.
+        raise error(f'{where}.options must include _netdev: {filesystem} needs the network before it can mount')
     return chosen
 
 
@@ -215,7 +220,7 @@ def check_mounts(mounts: t.Any, networks: t.Sequence[dict[str, t.Any]],
                         f"declares only {', '.join(declared_types)} networks: this client could not reach it")
         if any(seen['mount_point'] == mount_point for seen in result):
             raise LustreConfigError(f'{where}.mount_point: {mount_point} is mounted twice')
-        options = _mount_options(mount, where, default_options, automount)
+        options = mount_options(mount, where, default_options, automount)
         result.append({
             'fsname': fsname,
             'mount_point': mount_point,

@@ -107,6 +107,14 @@ ROLE_CASES = [
         readme_mentions=frozenset({'llmforge.cluster.lustre_client', 'infiniband_ipoib_networks', 'llmforge-checkpoint-prune'}),
     ),
     RoleCase(
+        name='ceph_client',
+        entry_points=frozenset({'main'}),
+        full_entry_point='main',
+        secrets=frozenset({'ceph_client_key'}),
+        secrets_without_default=frozenset({'ceph_client_key'}),
+        readme_mentions=frozenset({'llmforge.cluster.ceph_client', 'fuse.ceph', 'x-systemd.automount', 'ceph_clients'}),
+    ),
+    RoleCase(
         name='common',
         entry_points=frozenset({'main', 'setup', 'packages', 'packages_read', 'packages_plan', 'apt_cache', 'apt_source',
                                 'hold'}),

@@ -366,8 +366,8 @@ def test_a_single_process_learns_and_checkpoints(fresh_run):
         (1, 30, 0, 'target')
     assert [checkpoint['step'] for checkpoint in summary['checkpoints']] == [10, 20, 30]
     assert sorted(path.name for path in run_dir.iterdir()) == [
-        'failed', 'heartbeat', 'stacks', 'step_00000010', 'step_00000020', 'step_00000030', 'steps']
-    for name in ('failed', 'heartbeat', 'stacks', 'steps'):
+        'alive', 'failed', 'heartbeat', 'stacks', 'step_00000010', 'step_00000020', 'step_00000030', 'steps']
+    for name in ('alive', 'failed', 'heartbeat', 'stacks', 'steps'):
         assert stat.S_IMODE((run_dir / name).stat().st_mode) == 0o700
     steps = [json.loads(line) for line in (run_dir / 'steps' / 'rank-0.jsonl').read_text().splitlines()]
     assert [line['step'] for line in steps] == list(range(1, 31)) and summary['stragglers'] == []
@@ -569,7 +569,7 @@ JOB_VARS = {
     'training_env_job_signal_seconds': 120, 'training_env_job_partition': 'gpu',
     'training_env_job_run_root': '/shared/llmforge/runs', 'training_env_job_args': ['--steps', '200', '--ckpt-every-steps', '50'],
     'training_env_job_hang_seconds': 300, 'training_env_job_lost_grace': 30, 'training_env_job_max_restarts': 3,
-    'training_env_job_straggler_factor': 1.5, 'training_env_job_straggler_steps': 20,
+    'training_env_job_straggler_factor': 1.5, 'training_env_job_straggler_steps': 20, 'training_env_job_local_dir': '',
     '_training_env_dir': '/opt/llmforge/train',
 }
 
@@ -782,6 +782,18 @@ def test_the_job_shell_settings_follow_the_role_variables():
         assert line in script, line
 
 
+def test_the_local_checkpoint_tier_is_passed_per_user_and_can_be_turned_off_per_job(batch_job, tmp_path):
+    batch_job.script.write_text(render(_training_env_dir=str(tmp_path / 'env'),
+                                       training_env_job_run_root=str(tmp_path / 'runs'),
+                                       training_env_job_local_dir='/scratch'))
+    job, output = batch_job.run('exit 0\n')
+    args = batch_job.lines('srun.args')
+    assert job.returncode == 0 and args[args.index('--local-dir') + 1] == f'/scratch/{getpass.getuser()}', output
+    assert 'local checkpoints /scratch' in events(output)[0]
+    job, output = batch_job.run('exit 0\n', LLMFORGE_LOCAL_DIR='')
+    assert job.returncode == 0 and '--local-dir' not in batch_job.lines('srun.args'), output
+
+
 def test_a_requeue_exit_requeues_without_a_node_check(batch_job):
     job, output = batch_job.run('exit 3\n')
     assert (job.returncode, batch_job.requeues()) == (0, ['requeue 42']), output
@@ -931,7 +943,7 @@ def test_a_refused_run_directory_fails_the_job_and_its_summary_is_never_read(bat
         exit 2
         """)
     assert (job.returncode, batch_job.requeues()) == (2, []), output
-    assert f'the trainer refused the run directory {batch_job.run_dir} (its error says why); not requeued' in output
+    assert f'the trainer refused the run directory {batch_job.run_dir} or its local checkpoint directory (its error says which and why); not requeued' in output
     assert len(batch_job.lines('srun.log')) == 1
 
 

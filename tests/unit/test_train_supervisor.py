@@ -100,6 +100,33 @@ def test_a_hang_names_the_rank_that_stopped_first():
     assert train.progress_state([beat(0, 12, 880, 'allreduce'), beat(1, 12, 879, 'backward')], [], 1000, 60)['rank'] == 1
 
 
+def test_a_hang_names_the_rank_whose_process_stopped_even_ahead_of_the_others():
+    # Rank 1 started its all-reduce, beat 'sync' and was stopped (SIGSTOP): rank 0 waits in the all-reduce that needs
+    # rank 1's process, its own thread still saying it is alive; rank 1's last sign of life is as old as its stop.
+    heartbeats = [beat(0, 11, 930, 'allreduce'), beat(1, 11, 931, 'sync')]
+    alive = [{'rank': 0, 'time': 998}, {'rank': 1, 'time': 929}]
+    state = train.progress_state(heartbeats, [], now=1000, hang_seconds=60, alive=alive)
+    assert (state['rank'], state['node'], state['unresponsive_ranks']) == (1, 'gpu2', [1])
+    # Without signs of life, or with every process silent (or alive), the heartbeats alone decide.
+    assert train.progress_state(heartbeats, [], now=1000, hang_seconds=60)['rank'] == 0
+    silent = [{'rank': 0, 'time': 930}, {'rank': 1, 'time': 929}]
+    assert 'unresponsive_ranks' not in train.progress_state(heartbeats, [], 1000, 60, alive=silent)
+    fresh = [{'rank': 0, 'time': 999}, {'rank': 1, 'time': 999}]
+    assert train.progress_state(heartbeats, [], 1000, 60, alive=fresh)['rank'] == 0
+
+
+def test_every_rank_says_it_is_alive_from_a_thread_of_its_own(tmp_path):
+    for name in train.SUPERVISION_DIRS:
+        (tmp_path / name).mkdir(mode=0o700)
+    records = train.RankRecords(str(tmp_path), 3, environ={'SLURM_JOB_ID': '7', 'SLURMD_NODENAME': 'gpu4'})
+    records.keep_alive(interval=0.05)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not (tmp_path / 'alive' / 'rank-3.json').exists():
+        time.sleep(0.02)
+    [alive] = train.heartbeats_of(str(tmp_path), '7', 0, train.ALIVE_DIR)
+    assert (alive['rank'], alive['node'], alive['job_id']) == (3, 'gpu4', '7')
+
+
 def test_hang_seconds_zero_turns_the_watch_off():
     assert train.progress_state([beat(0, 1, 0)], [], now=10 ** 9, hang_seconds=0)['state'] == 'running'
 

@@ -21,6 +21,23 @@ Checkpoints (torch.distributed.checkpoint: every rank writes its own shard files
 The rename is the commit point. Resume takes the newest step_* that has the marker and loads; hidden
 directories, directories without the marker and checkpoints that fail to load are passed over.
 
+With --local-dir DIR (node-local scratch, e.g. /scratch) a checkpoint goes to the node first and the training loop
+goes on as soon as it is written there; a thread per rank then copies it into the run directory:
+    DIR/llmforge-train-<job>/rank-<r>/step_00000100/        rank r's files of the checkpoint in flight, as dcp names
+                                                            them (__<r>_0.distcp, rank 0's .metadata): all ranks'
+                                                            together are the whole checkpoint
+    RUN_DIR/.tmp-step_00000100-<id>/.copied-rank-<r>.json   left by rank r once its files there are fsynced
+Rank 0 waits for every rank's, takes them away, writes the marker ("tier": "local-then-copy", "copy_seconds") and
+renames, exactly as above. One copy at a time: a checkpoint due while the last one is still being copied waits for
+it, so step N+1 is never committed before step N. Before the trainer leaves (target, signal or error) it waits, at
+most --local-drain-seconds, for the copy in flight; what it could not commit it says, and a run that reached its
+target without committing its last checkpoint exits 3 to be requeued. Resume reads the run directory only (a requeued
+job may land on other nodes). DIR/llmforge-train-<job> (<job>: the Slurm job id, which a requeued job keeps; else
+this run's own id) is made 0700 with the run directory's trust rules (DIR itself: this user's or root's, writable by
+others only with the sticky bit, like /scratch) and emptied at start; a rank's local copy is removed once its files
+are on shared storage, the directory when the trainer leaves. Training does not start when DIR's file system has less
+free space than --local-min-free-gb (default: twice the checkpoint, the model's parameters and AdamW's two moments).
+
 A checkpoint's metadata is a pickle: loading it runs whatever code it names. So the run directory is a trust
 boundary. It is made 0700 when it does not exist (with --new-run-dir it must not exist: made exclusively); a run
 directory that is a symbolic link, is not owned by this process's user or is writable by group or others is
@@ -67,9 +84,9 @@ The job shell's helpers (no torch is imported; llmforge-train --hang-check x --h
         be requeued (fewer than N failed runs since the newest checkpoint was committed), 14 (RESTARTS_SPENT_EXIT)
         when not
 
-Exit codes: 0 target step reached; 3 (REQUEUE_EXIT) stopped by SIGUSR1/SIGTERM after a checkpoint, requeue
-the job to continue; 2 (REFUSED_EXIT) the run directory was refused (the message says why); anything else is an
-error.
+Exit codes: 0 target step reached; 3 (REQUEUE_EXIT) stopped by SIGUSR1/SIGTERM after a checkpoint, or the last
+checkpoint could not be committed before leaving: requeue the job to continue; 2 (REFUSED_EXIT) the run directory or
+the local checkpoint directory was refused (the message says why); anything else is an error.
 """
 
 from __future__ import annotations
@@ -78,6 +95,7 @@ import argparse
 import concurrent.futures
 import contextlib
 import ctypes
+import errno
 import faulthandler
 import glob
 import hashlib
@@ -151,7 +169,9 @@ MARKOV_BRANCH_WEIGHTS = (0.6, 0.25, 0.1, 0.05)  # each token has 4 possible succ
 
 
 def log(message: str) -> None:
-    print(message, flush=True)
+    # One write per line: the checkpoint copier's thread logs too, and print() writes the newline separately.
+    sys.stdout.write(f'{message}\n')
+    sys.stdout.flush()
 
 
 # Launch ------------------------------------------------------------------------------------------
@@ -231,16 +251,16 @@ def entry_problem(path: str, info: os.stat_result, uid: int) -> str | None:
     return None
 
 
-def ancestor_problem(directory: str, uid: int) -> str | None:
+def ancestor_problem(directory: str, uid: int, what: str = 'the run directory') -> str | None:
     """Why the directories above a run could let another user swap it, or None (like OpenSSH's StrictModes)."""
     path = os.path.realpath(directory)
     while True:
         info = os.stat(path)
         if info.st_uid not in (0, uid):
-            return f'{path} (above the run directory) is owned by uid {info.st_uid}, neither root nor {uid}'
+            return f'{path} (above {what}) is owned by uid {info.st_uid}, neither root nor {uid}'
         if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
-            return (f'{path} (above the run directory) is writable by group or others without the sticky bit '
-                    f'(mode {stat.S_IMODE(info.st_mode):04o}): another user could replace the run directory')
+            return (f'{path} (above {what}) is writable by group or others without the sticky bit '
+                    f'(mode {stat.S_IMODE(info.st_mode):04o}): another user could replace {what}')
         parent = os.path.dirname(path)
         if parent == path:
             return None
@@ -379,10 +399,243 @@ def commit_checkpoint(tmp_path: str, final_path: str) -> None:
     fsync_path(parent)
 
 
+# The node-local tier: checkpoints written to the node's scratch, copied to the run directory in the background -----
+
+LOCAL_TIER, DIRECT_TIER = 'local-then-copy', 'direct'
+LOCAL_JOB_PREFIX = 'llmforge-train-'
+COPIED_PREFIX = '.copied-rank-'
+COPY_CHUNK = 64 << 20
+GB = 10 ** 9
+# How often a rank waiting for a copy looks at it: a heartbeat each time the copy moved on, so a slow copy is never
+# taken for a hang, and a stuck one is.
+COPY_WAIT_SECONDS = 1.0
+# How long a cancelled copy may take to notice (it looks between chunks), before its files are removed under it.
+COPY_CANCEL_SECONDS = 10.0
+
+
+class RefusedLocalDir(RefusedRunDir):
+    """The node-local checkpoint directory cannot be trusted, made or used; the message says why."""
+
+
+class CopyCancelled(Exception):
+    """The trainer stopped waiting for a copy and is leaving."""
+
+
+def prepare_local_dir(root: str, name: str, uid: int) -> str:
+    """Make the job's directory ROOT/NAME (0700) on node-local scratch, or check the one there; its absolute path.
+
+    ROOT is made 0700 when missing and must be this user's or root's, writable by others only with the sticky bit
+    (like /scratch, mode 1777), as must every directory above it; ROOT/NAME must be this user's directory, no link,
+    writable by no one else: the run directory's rules (RefusedLocalDir says what is wrong, naming the path).
+    """
+    root = os.path.abspath(root)
+    try:
+        os.mkdir(root, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as error:
+        raise RefusedLocalDir(f'cannot make {root}: {error.strerror or error}') from None
+    problem = ancestor_problem(root, uid, what='the local checkpoint directory')
+    if problem:
+        raise RefusedLocalDir(problem)
+    return private_dir(os.path.join(root, name), uid, RefusedLocalDir)
+
+
+def free_space_problem(path: str, min_bytes: int, why: str, statvfs=os.statvfs) -> str | None:
+    """Why the file system of `path` has too little free space for local checkpoints, or None."""
+    info = statvfs(path)
+    free = info.f_bavail * info.f_frsize
+    if free >= min_bytes:
+        return None
+    return (f'{path} has {free / GB:.2f} GB free on its file system, less than --local-min-free-gb '
+            f'{min_bytes / GB:.2f} ({why}): free some space, point --local-dir elsewhere or lower the bound')
+
+
+def empty_dir(path: str) -> list[str]:
+    """Delete everything in a directory (never through a link: a link is removed, not followed); the names."""
+    removed = []
+    with os.scandir(path) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+            removed.append(entry.name)
+    return sorted(removed)
+
+
+def _send(target: int, source: int, offset: int, count: int) -> int:
+    try:
+        return os.sendfile(target, source, offset, count)  # in the kernel, without the GIL
+    except OSError as error:
+        if error.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+            raise
+    return os.write(target, os.pread(source, count, offset))
+
+
+def copy_file(source: str, target: str, throttle_bps: float = 0, cancelled: threading.Event | None = None,
+              moved=lambda count: None) -> int:
+    """Copy one file into a new file (never through a link, never over one there), fsync it; the bytes copied.
+
+    throttle_bps > 0 keeps it at most that fast (a drill); `cancelled` is looked at between chunks; `moved` is told
+    each chunk's bytes.
+    """
+    source_fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        info = os.fstat(source_fd)
+        target_fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                            stat.S_IMODE(info.st_mode) & 0o755)
+        try:
+            chunk = max(4096, int(throttle_bps / 10)) if throttle_bps > 0 else COPY_CHUNK
+            offset, began = 0, time.monotonic()
+            while offset < info.st_size:
+                if cancelled is not None and cancelled.is_set():
+                    raise CopyCancelled(f'{target}: cancelled after {offset} of {info.st_size} bytes')
+                sent = _send(target_fd, source_fd, offset, min(chunk, info.st_size - offset))
+                if sent <= 0:
+                    raise OSError(f'{source} ended at {offset} of {info.st_size} bytes')
+                offset += sent
+                moved(sent)
+                ahead = offset / throttle_bps - (time.monotonic() - began) if throttle_bps > 0 else 0
+                if ahead > 0:
+                    (cancelled or threading.Event()).wait(ahead)
+            os.fsync(target_fd)
+        finally:
+            os.close(target_fd)
+    finally:
+        os.close(source_fd)
+    return offset
+
+
+class CheckpointCopy:
+    """One rank's part of a checkpoint on its way from node-local scratch into the run directory, in a thread.
+
+    Every rank copies its own files (dcp names the shards by rank; rank 0 also has .metadata) into the step's hidden
+    temporary directory in the run directory, fsyncs them and the directory, then leaves .copied-rank-<r>.json there.
+    Rank 0 waits for every rank's (its error, if a rank's copy failed), takes them away, writes the complete-marker
+    last and renames the directory into step_%08d: the commit of a direct save. Ranks meet through these files only:
+    the process group is the training loop's, and a collective from another thread would interleave with its own.
+
+    outcome: None while running, then 'committed' (rank 0), 'copied' (the other ranks) or what went wrong.
+    The local copy is removed when the thread ends, whatever the outcome: resume never reads it.
+    """
+
+    def __init__(self, step: int, source: str, tmp: str, final: str, rank: int, world: int, *, marker: dict,
+                 save_started: float, record: dict | None = None, throttle_bps: float = 0, say=log):
+        self.step, self.source, self.tmp, self.final = step, source, tmp, final
+        self.rank, self.world, self.marker, self.record = rank, world, marker, record
+        self.save_started, self.throttle_bps, self.say = save_started, throttle_bps, say
+        self.done, self.cancelled = threading.Event(), threading.Event()
+        self.outcome: str | None = None
+        self.copied_bytes, self.ranks_copied = 0, 0
+        self.thread = threading.Thread(target=self.run, name=f'llmforge-copy-step{step}', daemon=True)
+
+    def start(self) -> CheckpointCopy:
+        self.thread.start()
+        return self
+
+    def progress(self) -> tuple[int, int]:
+        return self.copied_bytes, self.ranks_copied
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+
+    def copied_path(self, rank: int) -> str:
+        return os.path.join(self.tmp, f'{COPIED_PREFIX}{rank}.json')
+
+    def run(self) -> None:
+        started = time.perf_counter()
+        error = None
+        try:
+            files, size = self.copy_mine()
+            report = {'rank': self.rank, 'files': files, 'bytes': size,
+                      'seconds': round(time.perf_counter() - started, 4)}
+        except BaseException as failure:  # noqa: BLE001 - reported to rank 0, which then commits nothing
+            error = f'rank {self.rank}: {type(failure).__name__}: {failure}'[:1000]
+            report = {'rank': self.rank, 'error': error}
+        try:
+            with contextlib.suppress(OSError):  # rank 0 waits for this file: tell it even about a failure
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(self.tmp, 0o700)
+                write_json_atomically(self.copied_path(self.rank), report)
+            if self.rank == 0:
+                error = self.commit(started, error)
+            self.outcome = error or ('committed' if self.rank == 0 else 'copied')
+        except BaseException as failure:  # noqa: BLE001 - the thread's outcome is what the trainer reads
+            self.outcome = f'rank {self.rank}: {type(failure).__name__}: {failure}'[:1000]
+        finally:
+            shutil.rmtree(self.source, ignore_errors=True)
+            self.done.set()
+        if self.outcome not in ('committed', 'copied') and not self.cancelled.is_set():  # else the trainer says it
+            log(f'checkpoint step={self.step} not committed: {self.outcome}')
+
+    def copy_mine(self) -> tuple[list[str], int]:
+        with contextlib.suppress(FileExistsError):  # whichever rank comes first makes it
+            os.mkdir(self.tmp, 0o700)
+        names, size = [], 0
+        with os.scandir(self.source) as entries:
+            for entry in sorted(entries, key=lambda entry: entry.name):
+                if not entry.is_file(follow_symlinks=False):
+                    raise OSError(f'{entry.path} is not a regular file: dcp writes none such')
+                size += copy_file(entry.path, os.path.join(self.tmp, entry.name), self.throttle_bps, self.cancelled,
+                                  self.moved)
+                names.append(entry.name)
+        fsync_path(self.tmp)
+        return names, size
+
+    def moved(self, count: int) -> None:
+        self.copied_bytes += count
+
+    def commit(self, started: float, error: str | None) -> str | None:
+        """Rank 0: wait for every rank's files, then the marker and the rename; None, or why nothing was committed."""
+        reports = self.wait_for_ranks()
+        errors = [error] if error else []
+        errors += [report['error'] for report in reports if report.get('error') and report['rank'] != 0]
+        if errors:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            return '; '.join(errors)
+        for rank in range(self.world):
+            os.unlink(self.copied_path(rank))
+        copy_seconds = time.perf_counter() - started
+        write_json_atomically(os.path.join(self.tmp, MARKER), {**self.marker, 'time': time.time(),
+                                                                'copy_seconds': round(copy_seconds, 4)})
+        fsync_path(self.tmp)
+        commit_checkpoint(self.tmp, self.final)
+        commit_s = time.perf_counter() - self.save_started
+        size = tree_bytes(self.final)
+        if self.record is not None:
+            self.record.update(seconds=round(commit_s, 4), bytes=size, commit_s=round(commit_s, 4),
+                               copy_s=round(copy_seconds, 4), committed=True)
+        stall = f" stall_s={self.record['stall_s']:.3f}" if self.record is not None else ''
+        self.say(f'checkpoint step={self.step} seconds={commit_s:.3f} bytes={size} path={self.final} '
+                 f'tier={LOCAL_TIER}{stall}')
+        return None
+
+    def wait_for_ranks(self) -> list[dict]:
+        """Every rank's .copied-rank-<r>.json, polled (shared file systems have no notification that works)."""
+        reports, delay = {}, 0.01
+        while True:
+            for record in read_json_records(os.path.join(self.tmp, f'{COPIED_PREFIX}*.json')):
+                if record.get('rank') in range(self.world):
+                    reports[record['rank']] = record
+            self.ranks_copied = len(reports)
+            if len(reports) == self.world:
+                return [reports[rank] for rank in range(self.world)]
+            if self.cancelled.wait(delay):
+                raise CopyCancelled(f'ranks {sorted(set(range(self.world)) - set(reports))} had not copied their files')
+            delay = min(delay * 2, 0.5)
+
+
 # Supervision: what the ranks and the job shell leave for each other in the run directory ----------------
 
 STEPS_DIR, HEARTBEAT_DIR, FAILED_DIR, STACKS_DIR = 'steps', 'heartbeat', 'failed', 'stacks'
-SUPERVISION_DIRS = (STEPS_DIR, HEARTBEAT_DIR, FAILED_DIR, STACKS_DIR)
+# Each rank's process also says it is alive, from a thread of its own, whatever its training does: a rank waiting in a
+# collective stays alive, one that is stopped (SIGSTOP, a hard fault) does not.
+ALIVE_DIR = 'alive'
+SUPERVISION_DIRS = (STEPS_DIR, HEARTBEAT_DIR, FAILED_DIR, STACKS_DIR, ALIVE_DIR)
+ALIVE_SECONDS = 5.0
+# A rank is unresponsive when its last sign of life is this many intervals old.
+ALIVE_MISSED = 3
 # The heartbeat's phases within a step, in order: a rank in an earlier phase of the same step is behind.
 # 'allreduce': the rank's gradients are computed and it has entered DDP's gradient all-reduce (waiting there for a
 # rank still computing, which is the one behind).
@@ -413,16 +666,20 @@ def job_run(environ=None) -> tuple[str | None, int]:
     return environ.get('SLURM_JOB_ID') or None, int(restart) if restart.isdigit() else 0
 
 
-def private_dir(path: str, uid: int) -> str:
+def private_dir(path: str, uid: int, refused: type[RefusedRunDir] = RefusedRunDir) -> str:
     """Make a 0700 directory inside the run directory, or check the one there; RefusedRunDir says why not."""
-    with contextlib.suppress(FileExistsError):
+    try:
         os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as error:
+        raise refused(f'cannot make {path}: {error.strerror or error}') from None
     info = os.lstat(path)
     problem = entry_problem(path, info, uid)
     if problem is None and not stat.S_ISDIR(info.st_mode):
         problem = f'{path} is not a directory'
     if problem:
-        raise RefusedRunDir(problem)
+        raise refused(problem)
     return path
 
 
@@ -515,6 +772,7 @@ class RankRecords:
         self.identity = {'rank': rank, 'node': node_name(environ), 'pid': os.getpid(), 'job_id': job_id,
                          'restart': restart}
         self.heartbeat_path = os.path.join(run_dir, HEARTBEAT_DIR, f'rank-{rank}.json')
+        self.alive_path = os.path.join(run_dir, ALIVE_DIR, f'rank-{rank}.json')
         self.failed_path = os.path.join(run_dir, FAILED_DIR, f'rank-{rank}.json')
         self.complained = set()
         self.steps = self.attempt('step log', StepLog, os.path.join(run_dir, STEPS_DIR, f'rank-{rank}.jsonl'),
@@ -541,6 +799,16 @@ class RankRecords:
         handle.flush()
         faulthandler.register(STACK_SIGNAL, file=handle, all_threads=True)
         return handle
+
+    def keep_alive(self, interval: float = ALIVE_SECONDS) -> threading.Thread:
+        """Say every `interval` seconds, from a daemon thread, that this process runs (not whether it progresses)."""
+        def say_alive():
+            while True:
+                self.attempt('liveness', replace_json, self.alive_path, {'time': time.time(), **self.identity})
+                time.sleep(interval)
+        thread = threading.Thread(target=say_alive, name='llmforge-alive', daemon=True)
+        thread.start()
+        return thread
 
     def beat(self, step: int, phase: str) -> None:
         self.attempt('heartbeat', replace_json, self.heartbeat_path,
@@ -618,12 +886,16 @@ class StragglerDetector:
 # Hangs and failed ranks, as the job shell sees them ----------------------------------------------------
 
 def progress_state(heartbeats: list[dict], failures: list[dict], now: float, hang_seconds: float,
-                   lost_grace: float | None = None) -> dict:
+                   lost_grace: float | None = None, alive: list[dict] | None = None,
+                   alive_seconds: float = ALIVE_SECONDS) -> dict:
     """What this run's heartbeats and failure records say: state waiting, running, hung or lost.
 
-    hung: no rank's heartbeat advanced for hang_seconds (0: never); the suspect is the rank that stopped first: the
-    one furthest behind (lowest step, then earliest phase: the others wait for it in their next collective), then the
-    oldest heartbeat. lost: a rank failed lost_grace seconds ago or more and the step still runs (the caller asks only
+    hung: no rank's heartbeat advanced for hang_seconds (0: never); the suspect is the rank that stopped first. A
+    rank whose process stopped saying it is alive (`alive`, ALIVE_MISSED intervals) while others still do is that
+    rank: the others are waiting for it (a rank stopped just after starting its gradient all-reduce may have beaten
+    a later phase than the ranks blocked in it). Otherwise, every process running, it is the one furthest behind
+    (lowest step, then earliest phase: the others wait for it in their next collective), then the oldest heartbeat.
+    lost: a rank failed lost_grace seconds ago or more and the step still runs (the caller asks only
     while it does): what is left of the step waits for a node that will not answer.
     """
     if failures and lost_grace is not None:
@@ -639,15 +911,24 @@ def progress_state(heartbeats: list[dict], failures: list[dict], now: float, han
              'stale_seconds': round(now - newest, 1)}
     if hang_seconds <= 0 or now - newest < hang_seconds:
         return state
-    suspect = min(heartbeats, key=lambda record: (record.get('step', 0), PHASES.get(record.get('phase'), len(PHASES)),
+    last_alive = {record.get('rank'): record['time'] for record in alive or ()
+                  if isinstance(record.get('time'), (int, float))}
+    silent = [record for record in heartbeats
+              if now - last_alive.get(record.get('rank'), now) >= ALIVE_MISSED * alive_seconds]
+    candidates = silent if silent and len(silent) < len(heartbeats) else heartbeats
+    suspect = min(candidates, key=lambda record: (record.get('step', 0), PHASES.get(record.get('phase'), len(PHASES)),
                                                   record['time'], record.get('rank', 0)))
-    return {**state, 'state': 'hung', 'rank': suspect.get('rank'), 'node': suspect.get('node'),
+    hung = {**state, 'state': 'hung', 'rank': suspect.get('rank'), 'node': suspect.get('node'),
             'step': suspect.get('step'), 'phase': suspect.get('phase'),
             'stopped_seconds': round(now - suspect['time'], 1)}
+    if candidates is silent:
+        hung['unresponsive_ranks'] = sorted(record.get('rank') for record in silent)
+    return hung
 
 
-def heartbeats_of(run_dir: str, job_id: str | None, restart: int) -> list[dict]:
-    records = read_json_records(os.path.join(run_dir, HEARTBEAT_DIR, 'rank-*.json'))
+def heartbeats_of(run_dir: str, job_id: str | None, restart: int, kind: str = HEARTBEAT_DIR) -> list[dict]:
+    """The ranks' heartbeats (progress) of this run, or with kind ALIVE_DIR their signs of life."""
+    records = read_json_records(os.path.join(run_dir, kind, 'rank-*.json'))
     return [record for record in of_this_run(records, job_id, restart) if isinstance(record.get('time'), (int, float))]
 
 
@@ -958,7 +1239,8 @@ def supervise(argv, environ=None) -> int:
     if args.hang_check:
         run_dir = args.hang_check
         state = progress_state(heartbeats_of(run_dir, job_id, restart), failures_of(run_dir, job_id, restart),
-                               time.time(), args.seconds, args.lost_grace)
+                               time.time(), args.seconds, args.lost_grace,
+                               alive=heartbeats_of(run_dir, job_id, restart, ALIVE_DIR))
         log(json.dumps(state))
         if state['state'] == 'hung':
             if args.report:
@@ -1062,16 +1344,34 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='slow this many steps in a row: reported as a straggler (0 turns the check off)')
     parser.add_argument('--step-log-bytes', type=int, default=STEP_LOG_BYTES,
                         help='RUN_DIR/steps/rank-<r>.jsonl is rotated to .1 at this size (0: never)')
+    tier = parser.add_argument_group('node-local checkpoint tier', 'checkpoints written to the node first, the '
+                                     'training loop going on while they are copied to RUN_DIR')
+    tier.add_argument('--local-dir', metavar='DIR',
+                      help='write each checkpoint to DIR/llmforge-train-<job>/ on this node (node-local scratch), then '
+                      'copy it to RUN_DIR in the background (default: straight to RUN_DIR)')
+    tier.add_argument('--local-min-free-gb', type=float, default=None, metavar='GB',
+                      help="refuse to start when DIR's file system has less free space (GB, 10^9 bytes; default twice "
+                      "the checkpoint's size: the model's parameters and AdamW's two moments; 0: no check)")
+    tier.add_argument('--local-drain-seconds', type=float, default=300.0, metavar='SECONDS',
+                      help='before leaving, wait at most this long for the copy in flight to be committed (default '
+                      '300; keep it within the time sbatch --signal leaves before the time limit)')
     drills = parser.add_argument_group('drills', 'faults on purpose, to see the job heal itself')
     drills.add_argument('--drill-slow-rank', type=int, default=-1, help='this rank sleeps in every step...')
     drills.add_argument('--drill-slow-seconds', type=float, default=0.0, help='...this long: a straggler')
     drills.add_argument('--drill-hang-rank', type=int, default=-1, help='this rank stops for good...')
     drills.add_argument('--drill-hang-step', type=int, default=0, help='...at the start of this step: a hang')
+    drills.add_argument('--drill-copy-mbps', type=float, default=0.0, metavar='MBPS',
+                        help='copy checkpoints from --local-dir to RUN_DIR at most this fast (MB/s): a slow shared '
+                        'file system')
     parser.epilog = ('The job shell\'s helpers (--hang-check, --dump-stacks, --node-verdict, --restart-budget): '
                      'llmforge-train --hang-check . --help.')
     args = parser.parse_args(argv)
     if args.straggler_factor <= 1 or args.straggler_steps < 0 or args.step_log_bytes < 0:
         parser.error('--straggler-factor must be above 1, --straggler-steps and --step-log-bytes 0 or more')
+    if min(args.local_min_free_gb or 0, args.local_drain_seconds, args.drill_copy_mbps) < 0:
+        parser.error('--local-min-free-gb, --local-drain-seconds and --drill-copy-mbps must be 0 or more')
+    if not args.local_dir and (args.local_min_free_gb is not None or args.drill_copy_mbps):
+        parser.error('--local-min-free-gb and --drill-copy-mbps need --local-dir')
     return args
 
 
@@ -1148,6 +1448,9 @@ class Trainer:
         self.backend = args.backend if args.backend != 'auto' else ('nccl' if use_cuda else 'gloo')
         self.precision = args.precision if args.precision != 'auto' else ('bf16' if use_cuda else 'fp32')
         self.checkpoints = []
+        self.tier = LOCAL_TIER if args.local_dir else DIRECT_TIER
+        self.local = self.local_rank_dir = None  # this job's directory on the node, and this rank's in it
+        self.copy = None  # the CheckpointCopy of the last local checkpoint
         self.records = None  # RankRecords, once the run directory is ready
         self.stragglers = StragglerDetector(args.straggler_factor, args.straggler_steps)
         self.sightings = []
@@ -1179,12 +1482,54 @@ class Trainer:
         if refused[0]:  # every rank leaves at once (os._exit): tearing gloo down here can block on a peer
             raise RefusedRunDir(refused[0])
         self.records = RankRecords(self.args.run_dir, self.rank, step_log_bytes=self.args.step_log_bytes)
+        self.records.keep_alive()
         self.build()
+        if self.args.local_dir:
+            self.prepare_local()
+
+    def prepare_local(self) -> None:
+        """The job's directory on each node: trusted, emptied of an earlier run's files, with room for a checkpoint.
+
+        Every rank checks its node before any training; a problem on one node stops every rank with its message.
+        """
+        problem = None
+        try:
+            self.local = prepare_local_dir(self.args.local_dir, LOCAL_JOB_PREFIX + (self.env['job_id'] or self.token),
+                                           os.geteuid())
+        except RefusedRunDir as error:
+            problem = str(error)
+        self.agree_on(problem)
+        if self.hosts.index(self.hosts[self.rank]) == self.rank:  # the node's first rank: an earlier run's leftovers
+            for name in empty_dir(self.local):
+                log(f'removed the local leftover {os.path.join(self.local, name)}')
+        dist.barrier()
+        if self.args.local_min_free_gb is None:
+            bound, why = 2 * self.checkpoint_bytes, "the default, twice this run's checkpoint"
+        else:
+            bound, why = int(self.args.local_min_free_gb * GB), 'as given'
+        problem = free_space_problem(self.local, bound, why)
+        if problem:
+            with contextlib.suppress(OSError):  # the empty directory this run made; another rank may do it first
+                os.rmdir(self.local)
+        self.agree_on(problem)
+        self.local_rank_dir = private_dir(os.path.join(self.local, f'rank-{self.rank}'), os.geteuid(), RefusedLocalDir)
+
+    def agree_on(self, problem: str | None) -> None:
+        """Every rank raises RefusedLocalDir with the first rank's problem, or none does."""
+        problems = [None] * self.world
+        dist.all_gather_object(problems, problem)
+        failed = [(rank, found) for rank, found in enumerate(problems) if found]
+        if failed:
+            rank, found = failed[0]
+            raise RefusedLocalDir(found if self.world == 1 else f'rank {rank} on {self.nodes[rank]}: {found}')
 
     def build(self) -> None:
         a = self.args
         torch.manual_seed(a.seed)
         model = TinyGPT(a.vocab_size, a.d_model, a.heads, a.layers, a.seq_len).to(self.device)
+        # What a checkpoint holds, for the local tier's free-space check: the parameters and AdamW's two moments.
+        self.checkpoint_bytes = 3 * sum(parameter.numel() * parameter.element_size()
+                                        for parameter in model.parameters())
         self.model = wrap_model(model, a.strategy, self.device)
         self.step_now, self.reduced_at = 0, -1
         if a.strategy == 'ddp':
@@ -1217,19 +1562,90 @@ class Trainer:
         self.records.beat(step, 'checkpoint')
         final = os.path.join(self.args.run_dir, f'step_{step:08d}')
         tmp = os.path.join(self.args.run_dir, f'{TMP_PREFIX}{step:08d}-{self.token}')
+        if self.local:
+            self.save_local(step, started, tmp, final)
+            return
         dcp.save(self.state(), storage_writer=dcp.FileSystemWriter(tmp))
         dist.barrier()  # every rank's shard files are written and synced
+        record = None
         if self.rank == 0:
             write_json_atomically(os.path.join(tmp, MARKER), {'step': step, 'world_size': self.world,
                                                               'time': time.time(), 'job_id': self.env['job_id']})
             fsync_path(tmp)
             commit_checkpoint(tmp, final)
-            record = {'step': step, 'seconds': round(time.perf_counter() - started, 4),
-                      'bytes': tree_bytes(final), 'path': final}
+            seconds = round(time.perf_counter() - started, 4)
+            record = {'step': step, 'seconds': seconds, 'bytes': tree_bytes(final), 'path': final, 'tier': DIRECT_TIER,
+                      'stall_s': seconds, 'commit_s': seconds}
             self.checkpoints.append(record)
             log(f"checkpoint step={step} seconds={record['seconds']:.3f} bytes={record['bytes']} path={final}")
         dist.barrier()
+        if record:
+            record['stall_s'] = round(time.perf_counter() - started, 4)
         self.last_checkpoint_time = time.monotonic()
+
+    def save_local(self, step: int, started: float, tmp: str, final: str) -> None:
+        """Write the checkpoint to the node, start its copy to the run directory and go back to training.
+
+        The last copy must be over first: one copy at a time, commits in step order. The local files are not fsynced:
+        they are worth nothing after a crash of the node (resume reads the run directory only); the copy fsyncs.
+        """
+        waited = 0.0
+        if self.copy is not None and not self.copy.done.is_set():
+            self.say(f'checkpoint step={step}: waiting for the copy of step {self.copy.step} to the run directory')
+            waited = self.wait_for_copy()[1]
+            self.say(f'checkpoint step={step}: waited {waited:.3f}s for the copy of step {self.copy.step}')
+        local = os.path.join(self.local_rank_dir, f'step_{step:08d}')
+        dcp.save(self.state(), storage_writer=dcp.FileSystemWriter(local, sync_files=False))
+        # dcp.save returns once every rank's files and rank 0's .metadata are written: this rank's part is whole.
+        stall = time.perf_counter() - started
+        record = None
+        if self.rank == 0:
+            record = {'step': step, 'seconds': None, 'bytes': None, 'path': final, 'tier': LOCAL_TIER,
+                      'stall_s': round(stall, 4), 'wait_s': round(waited, 4), 'commit_s': None, 'copy_s': None,
+                      'committed': False}
+            self.checkpoints.append(record)
+            log(f'local checkpoint step={step} stall_s={stall:.3f} wait_s={waited:.3f} path={local}')
+        self.copy = CheckpointCopy(
+            step, local, tmp, final, self.rank, self.world, save_started=started, record=record,
+            marker={'step': step, 'world_size': self.world, 'job_id': self.env['job_id'], 'tier': LOCAL_TIER},
+            throttle_bps=self.args.drill_copy_mbps * 1e6, say=self.say).start()
+        self.last_checkpoint_time = time.monotonic()
+
+    def wait_for_copy(self, limit: float | None = None) -> tuple[bool, float]:
+        """Wait for the copy in flight, at most `limit` seconds; (whether it is over, seconds waited).
+
+        A heartbeat whenever the copy moved on: the job shell must not take a long copy for a hang, but may a stuck one.
+        """
+        copy, started = self.copy, time.monotonic()
+        seen = copy.progress()
+        while True:
+            left = None if limit is None else limit - (time.monotonic() - started)
+            if copy.done.wait(COPY_WAIT_SECONDS if left is None else max(0.0, min(left, COPY_WAIT_SECONDS))):
+                return True, time.monotonic() - started
+            if left is not None and left <= COPY_WAIT_SECONDS:
+                return copy.done.is_set(), time.monotonic() - started
+            if copy.progress() != seen:
+                seen = copy.progress()
+                self.records.beat(self.step_now, 'checkpoint')
+
+    def finish_copies(self) -> bool:
+        """Before leaving: wait (at most --local-drain-seconds) for the copy in flight, then remove the local
+        directories; whether this rank's part of every checkpoint made it (rank 0: was committed)."""
+        copy = self.copy
+        if copy is not None and not copy.done.is_set():
+            limit = self.args.local_drain_seconds
+            self.say(f'waiting up to {limit:g}s for the copy of step {copy.step} to be committed')
+            if not self.wait_for_copy(limit)[0]:
+                copy.cancel()
+                copy.done.wait(COPY_CANCEL_SECONDS)
+                log(f'{"" if self.rank == 0 else f"rank {self.rank}: "}checkpoint step={copy.step} not committed: '
+                    f'the copy to the run directory took more than --local-drain-seconds {limit:g}; the next run '
+                    'resumes from the newest committed checkpoint')
+        if self.local_rank_dir:
+            shutil.rmtree(self.local_rank_dir, ignore_errors=True)
+            with contextlib.suppress(OSError):  # the node's last rank to leave removes it
+                os.rmdir(self.local)
+        return copy is None or copy.outcome in ('committed', 'copied')
 
     def resume(self) -> tuple[int, str | None, float | None]:
         """(step, path, load seconds) of the checkpoint resumed from, or (0, None, None)."""
@@ -1331,14 +1747,22 @@ class Trainer:
             'resumed_step': resumed[0], 'resumed_from': resumed[1], 'checkpoint_load_seconds': resumed[2],
             'loss_first': losses[0] if losses else None, 'loss_last': losses[-1] if losses else None,
             'tokens_per_s': a.batch_size * a.seq_len * self.world / step_time if step_time else None,
-            'step_time_s': step_time, 'checkpoints': self.checkpoints, 'exit_reason': exit_reason,
-            'stragglers': self.sightings,
+            'step_time_s': step_time, 'checkpoints': [dict(record) for record in self.checkpoints],
+            'exit_reason': exit_reason, 'stragglers': self.sightings, 'checkpoint_tier': self.tier,
+            'local_dir': self.local,
         }
 
     def run(self) -> int:
         self.setup()
         resumed = self.resume()
         last_step, exit_reason, losses, step_times = self.train(resumed[0] + 1)
+        committed = self.finish_copies()
+        if self.local:
+            verdict = [committed]
+            dist.broadcast_object_list(verdict, src=0)  # rank 0 alone knows whether the commit was done
+            committed = verdict[0]
+        if not committed and exit_reason == 'target':
+            self.say(f'target step {last_step} reached, its checkpoint not committed: exiting for requeue')
         if self.rank == 0:
             summary = self.summary(resumed, last_step, exit_reason, losses, step_times)
             if self.args.summary:
@@ -1346,7 +1770,7 @@ class Trainer:
             log('summary ' + json.dumps(summary))
         dist.barrier()  # ranks leave together, leaving srun --kill-on-bad-exit as little as possible to kill
         dist.destroy_process_group()
-        return REQUEUE_EXIT if exit_reason == 'signal' else 0
+        return REQUEUE_EXIT if exit_reason == 'signal' or not committed else 0
 
 
 def main(argv=None, leave_at_once=False) -> int:
@@ -1369,18 +1793,27 @@ def main(argv=None, leave_at_once=False) -> int:
         try:
             code = trainer.run()
         except RefusedRunDir as error:
-            print(f'llmforge-train: refusing the run directory: {error}', file=sys.stderr)
+            print(f'llmforge-train: refusing {refused_what(error)}: {error}', file=sys.stderr)
             code = REFUSED_EXIT
         except BaseException:  # noqa: BLE001 - reported as Python would, then the same exit without destructors
             error = traceback.format_exc()
             print(error, file=sys.stderr, end='')
             trainer.record_failure(error)  # the job shell reads it: a step that does not end now waits for a lost node
+            with contextlib.suppress(Exception):
+                trainer.finish_copies()  # what was saved before the error still reaches the run directory
             code = 1
         leave(code)
     try:
         return trainer.run()
     except RefusedRunDir as error:
-        raise SystemExit(f'llmforge-train: refusing the run directory: {error}') from None
+        raise SystemExit(f'llmforge-train: refusing {refused_what(error)}: {error}') from None
+    except BaseException:
+        trainer.finish_copies()
+        raise
+
+
+def refused_what(error: RefusedRunDir) -> str:
+    return 'the local checkpoint directory' if isinstance(error, RefusedLocalDir) else 'the run directory'
 
 
 def leave(code: int) -> NoReturn:
