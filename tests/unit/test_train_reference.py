@@ -698,7 +698,7 @@ class BatchJob:
         executable(self.trainer, textwrap.dedent(f"""\
             #!/bin/bash
             case "$1" in
-                --hang-check|--dump-stacks|--node-verdict|--restart-budget) exec {sys.executable} {TRAINER} "$@" ;;
+                --hang-check|--dump-stacks|--node-verdict|--restart-budget|--stage-dataset) exec {sys.executable} {TRAINER} "$@" ;;
             esac
             """) + textwrap.dedent(trainer))
         self.started = time.monotonic()
@@ -792,6 +792,26 @@ def test_the_local_checkpoint_tier_is_passed_per_user_and_can_be_turned_off_per_
     assert 'local checkpoints /scratch' in events(output)[0]
     job, output = batch_job.run('exit 0\n', LLMFORGE_LOCAL_DIR='')
     assert job.returncode == 0 and '--local-dir' not in batch_job.lines('srun.args'), output
+
+
+def test_a_dataset_is_staged_before_the_trainer_starts_and_handed_to_it(batch_job, tmp_path):
+    source = tmp_path / 'shared-data'
+    source.mkdir()
+    (source / 'tokens.bin').write_bytes(b'\x01\x00' * 100)
+    (tmp_path / 'scratch').mkdir(mode=0o1777)
+    os.chmod(tmp_path / 'scratch', 0o1777)
+    job, output = batch_job.run('exit 0\n', LLMFORGE_DATASET=str(source), LLMFORGE_LOCAL_DIR=str(tmp_path / 'scratch'))
+    args = batch_job.lines('srun.args')
+    staged = pathlib.Path(args[args.index('--data') + 1])
+    assert job.returncode == 0 and (staged / 'tokens.bin').read_bytes() == b'\x01\x00' * 100, output
+    assert staged.parent == tmp_path / 'scratch' / getpass.getuser() / 'datasets'
+    assert any(event.startswith('dataset staged: {"node"') for event in events(output)), output
+    job, output = batch_job.run('exit 0\n', LLMFORGE_DATASET=str(source), LLMFORGE_LOCAL_DIR=str(tmp_path / 'scratch'),
+                                LLMFORGE_DATASET_DIGEST='sha256:' + '0' * 64)
+    assert job.returncode == 1 and 'could not be staged on every node' in output, output
+    assert batch_job.requeues() == []
+    job, output = batch_job.run('exit 0\n', LLMFORGE_DATASET=str(source), LLMFORGE_LOCAL_DIR='')
+    assert job.returncode == 1 and 'LLMFORGE_DATASET needs a node-local directory' in output, output
 
 
 def test_a_requeue_exit_requeues_without_a_node_check(batch_job):

@@ -97,6 +97,7 @@ import contextlib
 import ctypes
 import errno
 import faulthandler
+import fcntl
 import glob
 import hashlib
 import importlib.util
@@ -130,7 +131,7 @@ def remember_stop(signum, _frame) -> None:
 
 
 # The job shell's helpers run every few seconds: they import no torch (seconds of start-up) and catch no Slurm signal.
-SUPERVISION_MODES = ('--hang-check', '--dump-stacks', '--node-verdict', '--restart-budget')
+SUPERVISION_MODES = ('--hang-check', '--dump-stacks', '--node-verdict', '--restart-budget', '--stage-dataset')
 
 
 def is_supervision(argv) -> bool:
@@ -162,6 +163,7 @@ LOST_EXIT = 11
 NODES_BAD_EXIT = 12
 NODES_UNKNOWN_EXIT = 13
 RESTARTS_SPENT_EXIT = 14
+STAGE_FAILED_EXIT = 15
 MARKER = 'llmforge-complete.json'
 CHECKPOINT_NAME = re.compile(r'step_(?P<step>[0-9]+)')
 TMP_PREFIX = '.tmp-step_'
@@ -1199,6 +1201,124 @@ def read_json_lines(path: str) -> list[dict]:
 
 # The job shell's helpers ---------------------------------------------------------------------------------
 
+# Dataset staging: a dataset on shared storage copied once per node to node-local scratch ---------------------
+
+DATASETS_DIR = 'datasets'
+STAGED_MARKER = '.llmforge-staged.json'
+STAGE_CHUNK = 8 << 20
+# Room left free on the scratch beyond the dataset itself.
+STAGE_MARGIN = 256 << 20
+
+
+class StageError(Exception):
+    """A dataset that cannot be staged; the message names the path or option."""
+
+
+def dataset_files(source: str) -> list[tuple[str, os.stat_result]]:
+    """The regular files under `source` (a file or a directory), sorted by relative path; links are not followed."""
+    info = os.stat(source)
+    if stat.S_ISREG(info.st_mode):
+        return [(os.path.basename(source), info)]
+    if not stat.S_ISDIR(info.st_mode):
+        raise StageError(f'{source} is neither a file nor a directory')
+    found = []
+    for folder, dirs, names in os.walk(source):
+        dirs.sort()
+        for name in names:
+            path = os.path.join(folder, name)
+            entry = os.lstat(path)
+            if stat.S_ISREG(entry.st_mode):
+                found.append((os.path.relpath(path, source), entry))
+    if not found:
+        raise StageError(f'{source} holds no regular files')
+    return sorted(found)
+
+
+def listing_key(source: str, files) -> str:
+    """What the source looks like without reading it (paths, sizes, modification times): the cache's index key."""
+    text = '\n'.join(f'{name}\0{info.st_size}\0{info.st_mtime_ns}' for name, info in files)
+    return hashlib.sha256(f'{os.path.abspath(source)}\n{text}'.encode()).hexdigest()
+
+
+def copy_hashed(source: str, target: str) -> str:
+    """Copy one file, its sha256 taken from the bytes read; the target is fsynced."""
+    digest = hashlib.sha256()
+    with open(source, 'rb') as reader, open(target, 'wb') as writer:
+        while chunk := reader.read(STAGE_CHUNK):
+            digest.update(chunk)
+            writer.write(chunk)
+        writer.flush()
+        os.fsync(writer.fileno())
+    return digest.hexdigest()
+
+
+def stage_dataset(source: str, local_root: str, uid: int, expected: str | None = None, statvfs=os.statvfs) -> dict:
+    """Stage `source` under LOCAL_ROOT/datasets/<content digest> once per node; a later job finds it there.
+
+    The content digest is the sha256 of the dataset's manifest (one line per file: its sha256, size and relative
+    path, sorted). A copy is complete when its marker is there (written last, after the rename). Without `expected`
+    (sha256:<hex>), an index by the source's path, sizes and modification times finds an earlier copy without
+    reading the source again; with it, a copy of that digest is taken as it is, and a source that does not hash to
+    it is refused. Concurrent jobs on one node take turns (a lock per cache).
+    """
+    cache = prepare_local_dir(local_root, DATASETS_DIR, uid)
+    if expected is not None and not re.fullmatch(r'sha256:[0-9a-f]{64}', expected):
+        raise StageError(f'--digest {expected!r} is not sha256:<64 hex digits>')
+    started = time.monotonic()
+    with open(os.path.join(cache, '.lock'), 'a+') as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        try:
+            files = dataset_files(source)
+        except OSError as error:
+            raise StageError(f'cannot read the dataset {source}: {error.strerror or error}') from None
+        index = os.path.join(cache, f'.index-{listing_key(source, files)}')
+        known = expected.split(':', 1)[1] if expected else (open(index, encoding='utf-8').read().strip()
+                                                          if os.path.isfile(index) else None)
+        if known and os.path.isfile(os.path.join(cache, known, STAGED_MARKER)):
+            path = os.path.join(cache, known)
+            size = sum(info.st_size for _name, info in files)
+            return {'path': path, 'digest': f'sha256:{known}', 'bytes': size, 'cached': True,
+                    'seconds': round(time.monotonic() - started, 3)}
+        size = sum(info.st_size for _name, info in files)
+        fs = statvfs(cache)
+        free = fs.f_bavail * fs.f_frsize
+        if free < size + STAGE_MARGIN:
+            raise StageError(f'{cache} has {free / GB:.2f} GB free, the dataset {source} needs {size / GB:.2f} GB '
+                             f'(and {STAGE_MARGIN >> 20} MiB to spare): free scratch space (earlier datasets are in '
+                             f'{cache}) or point --local-dir elsewhere; nothing was copied')
+        base = source if os.path.isdir(source) else os.path.dirname(source)
+        temporary = os.path.join(cache, f'.tmp-stage-{os.getpid()}')
+        shutil.rmtree(temporary, ignore_errors=True)
+        try:
+            lines = []
+            for name, info in files:
+                target = os.path.join(temporary, name)
+                os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
+                lines.append(f'{copy_hashed(os.path.join(base, name), target)}  {info.st_size}  {name}\n')
+            manifest = ''.join(lines)
+            digest = hashlib.sha256(manifest.encode()).hexdigest()
+            if expected and digest != expected.split(':', 1)[1]:
+                raise StageError(f'the dataset {source} is sha256:{digest}, not {expected} (--digest): '
+                                 'nothing was staged')
+            with open(os.path.join(temporary, '.llmforge-manifest'), 'w', encoding='utf-8') as handle:
+                handle.write(manifest)
+            final = os.path.join(cache, digest)
+            if os.path.isdir(final):  # an unmarked leftover of a copy that died before its marker
+                shutil.rmtree(final)
+            os.rename(temporary, final)
+            seconds = time.monotonic() - started
+            write_json_atomically(os.path.join(final, STAGED_MARKER),
+                                  {'source': os.path.abspath(source), 'bytes': size, 'time': time.time()})
+            with open(f'{index}.tmp', 'w', encoding='utf-8') as handle:
+                handle.write(digest + '\n')
+            os.replace(f'{index}.tmp', index)
+        except BaseException:
+            shutil.rmtree(temporary, ignore_errors=True)
+            raise
+    return {'path': final, 'digest': f'sha256:{digest}', 'bytes': size, 'cached': False,
+            'seconds': round(seconds, 3), 'mib_per_s': round(size / (1 << 20) / max(seconds, 1e-6), 1)}
+
+
 def parse_supervision_args(argv) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog='llmforge-train', description='What the reference job\'s sbatch script asks while the trainer runs and '
@@ -1207,6 +1327,10 @@ def parse_supervision_args(argv) -> argparse.Namespace:
     mode.add_argument('--hang-check', metavar='RUN_DIR',
                       help=f'one JSON line on this job run\'s progress; exit {HUNG_EXIT} hung, {LOST_EXIT} a rank '
                       'failed --lost-grace seconds ago, 0 otherwise')
+    mode.add_argument('--stage-dataset', metavar='SOURCE',
+                      help=f'copy SOURCE (a file or directory on shared storage) to --local-dir/datasets/<digest> '
+                      f'once per node and print one JSON line (path, digest, cached); exit {STAGE_FAILED_EXIT} when '
+                      'it cannot (the message says why)')
     mode.add_argument('--dump-stacks', action='store_true',
                       help='the stacks of this job\'s trainer processes on this node into RUN_DIR/stacks '
                       '(py-spy, else SIGUSR2 to the rank)')
@@ -1224,9 +1348,13 @@ def parse_supervision_args(argv) -> argparse.Namespace:
     parser.add_argument('--nodes', default='', help='the job\'s nodelist (--node-verdict)')
     parser.add_argument('--max-restarts', type=int, default=3, help='failed runs requeued from one checkpoint')
     parser.add_argument('--reason', default='', help='why the run failed (--restart-budget)')
+    parser.add_argument('--local-dir', help='the user\'s node-local directory (--stage-dataset)')
+    parser.add_argument('--digest', help='the dataset\'s expected content digest, sha256:<hex> (--stage-dataset)')
     args = parser.parse_args(argv)
     if args.dump_stacks and not args.run_dir:
         parser.error('--dump-stacks needs --run-dir')
+    if args.stage_dataset and not args.local_dir:
+        parser.error('--stage-dataset needs --local-dir')
     return args
 
 
@@ -1235,6 +1363,14 @@ def supervise(argv, environ=None) -> int:
     job_id, restart = job_run(environ)
     if args.dump_stacks:
         dump_stacks(os.path.abspath(args.run_dir), environ, py_spy=find_py_spy())
+        return 0
+    if args.stage_dataset:
+        try:
+            staged = stage_dataset(args.stage_dataset, args.local_dir, os.geteuid(), args.digest)
+        except (StageError, RefusedRunDir) as error:
+            print(f'llmforge-train: {node_name(environ)}: cannot stage the dataset: {error}', file=sys.stderr)
+            return STAGE_FAILED_EXIT
+        print(json.dumps({'node': node_name(environ), **staged}), flush=True)
         return 0
     if args.hang_check:
         run_dir = args.hang_check
@@ -1318,6 +1454,30 @@ def synthetic_batch(successors, seed: int, step: int, rank: int, batch_size: int
     return tokens[:, :-1], tokens[:, 1:]
 
 
+def token_data(directory: str, vocab_size: int):
+    """A staged dataset's tokens: every *.bin file under DIRECTORY (uint16, little-endian), in path order, as one tensor."""
+    import numpy  # present wherever torch.distributed.checkpoint works (main() checks)
+    paths = sorted(path for path in glob.glob(os.path.join(directory, '**', '*.bin'), recursive=True)
+                   if stat.S_ISREG(os.lstat(path).st_mode))
+    if not paths:
+        raise SystemExit(f'--data {directory}: no *.bin token files (uint16, little-endian) under it')
+    tokens = torch.from_numpy(numpy.concatenate([numpy.fromfile(path, dtype='<u2') for path in paths]).astype('int64'))
+    if tokens.numel() < 2 or int(tokens.max()) >= vocab_size:
+        raise SystemExit(f'--data {directory}: {tokens.numel()} tokens, the largest {int(tokens.max()) if tokens.numel() else 0}; '
+                         f'a dataset needs at least 2 tokens, each below --vocab-size {vocab_size}')
+    return tokens
+
+
+def data_batch(tokens, seed: int, step: int, rank: int, batch_size: int, seq_len: int):
+    """Inputs and targets: windows of the dataset at places that are a function of (seed, step, rank) only."""
+    digest = hashlib.sha256(f'{seed}:{step}:{rank}'.encode()).digest()
+    generator = torch.Generator().manual_seed(int.from_bytes(digest[:8], 'little') >> 1)
+    span = min(seq_len, tokens.numel() - 1)
+    starts = torch.randint(0, tokens.numel() - span, (batch_size,), generator=generator)
+    windows = torch.stack([tokens[start:start + span + 1] for start in starts.tolist()])
+    return windows[:, :-1], windows[:, 1:]
+
+
 # Training ----------------------------------------------------------------------------------------
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -1333,6 +1493,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--batch-size', type=int, default=8, help='sequences per rank and step')
     parser.add_argument('--lr', type=float, default=3e-3)
     parser.add_argument('--seed', type=int, default=1234)
+    parser.add_argument('--data', metavar='DIR',
+                        help='train on the token files (*.bin, uint16) under DIR, e.g. a dataset the job staged on '
+                        'the node (LLMFORGE_DATASET); default: synthetic tokens')
     for option, choices in (('--strategy', ('ddp', 'fsdp')), ('--device', ('auto', 'cpu', 'cuda')),
                             ('--backend', ('auto', 'nccl', 'gloo')), ('--precision', ('auto', 'bf16', 'fp32'))):
         parser.add_argument(option, choices=choices, default=choices[0])
@@ -1671,6 +1834,9 @@ class Trainer:
         """Steps first_step..target; (last step, exit reason, losses, step times)."""
         a = self.args
         successors = markov_successors(a.vocab_size, a.seed)
+        dataset = token_data(a.data, a.vocab_size) if a.data else None
+        if dataset is not None and self.rank == 0:
+            log(f'data {a.data}: {dataset.numel()} tokens')
         autocast = (torch.autocast(self.device.type, dtype=torch.bfloat16) if self.precision == 'bf16'
                     else contextlib.nullcontext())
         tokens_per_step = a.batch_size * a.seq_len * self.world
@@ -1682,7 +1848,10 @@ class Trainer:
             self.step_now = step
             self.records.beat(step, 'forward')
             drill(a, self.rank, step)
-            inputs, targets = synthetic_batch(successors, a.seed, step, self.rank, a.batch_size, a.seq_len)
+            if dataset is None:
+                inputs, targets = synthetic_batch(successors, a.seed, step, self.rank, a.batch_size, a.seq_len)
+            else:
+                inputs, targets = data_batch(dataset, a.seed, step, self.rank, a.batch_size, a.seq_len)
             prepared = time.perf_counter() - started
             with ForwardTimer(self.device) as forward:
                 with autocast:
