@@ -19,6 +19,7 @@ LAUNCHERS = {
     'programs._jobcheck': ROOT / 'roles' / 'slurm_node' / 'files' / 'llmforge-jobcheck',
     'programs._slurm_metrics': ROOT / 'roles' / 'monitoring' / 'files' / 'llmforge-slurm-metrics',
     'programs._checkpoint_prune': ROOT / 'roles' / 'lustre_client' / 'files' / 'llmforge-checkpoint-prune',
+    'programs._checkpoint_archive': ROOT / 'roles' / 'checkpoint_archive' / 'files' / 'llmforge-checkpoint-archive',
     'programs._remediate': ROOT / 'roles' / 'slurm_controller' / 'files' / 'llmforge-remediate',
     'programs._repair': ROOT / 'roles' / 'slurm_node' / 'files' / 'llmforge-repair',
 }

@@ -115,6 +115,14 @@ ROLE_CASES = [
         readme_mentions=frozenset({'llmforge.cluster.ceph_client', 'fuse.ceph', 'x-systemd.automount', 'ceph_clients'}),
     ),
     RoleCase(
+        name='checkpoint_archive',
+        entry_points=frozenset({'main'}),
+        full_entry_point='main',
+        secrets=frozenset({'checkpoint_archive_access_key', 'checkpoint_archive_secret_key'}),
+        secrets_without_default=frozenset({'checkpoint_archive_access_key', 'checkpoint_archive_secret_key'}),
+        readme_mentions=frozenset({'llmforge.cluster.checkpoint_archive', 'llmforge-restore', 'checkpoint_archivers'}),
+    ),
+    RoleCase(
         name='common',
         entry_points=frozenset({'main', 'setup', 'packages', 'packages_read', 'packages_plan', 'apt_cache', 'apt_source',
                                 'hold'}),
