@@ -65,8 +65,10 @@ def check_mon_hosts(value: t.Any, variable: str = 'ceph_client_mon_hosts') -> li
                              item.strip())
         if not match:
             raise CephConfigError(f'{where}: {item!r} is not written address[:port] (an IPv6 address in brackets)')
-        host, port = (match.group('v6'), match.group('port6')) if match.group('v6') else (match.group('host'),
-                                                                                           match.group('port'))
+        if match.group('v6'):
+            host, port = match.group('v6'), match.group('port6')
+        else:
+            host, port = match.group('host'), match.group('port')
         try:
             address = ipaddress.ip_address(host)
         except ValueError:

@@ -75,7 +75,7 @@ class FakeS3:
         self.calls = []
         self.uploads = {}
         self.bad_etag = set()  # keys whose ETag the endpoint reports wrongly
-        self.head_bucket_error = None
+        self.head_bucket_errors = []  # raised by head_bucket, the first one
         self.lock = threading.Lock()
 
     def _objects(self, bucket):
@@ -94,8 +94,8 @@ class FakeS3:
 
     def head_bucket(self, Bucket):
         self._record('head_bucket', Bucket)
-        if self.head_bucket_error:
-            raise self.head_bucket_error
+        if self.head_bucket_errors:
+            raise self.head_bucket_errors[0]
         if Bucket not in self.buckets:
             raise ClientError('404', 'Not Found', 404)
         return {}
@@ -312,7 +312,6 @@ def _no_user(name):
 
 def _unknown_uid(uid):
     raise archive.ArchiveError(f'uid {uid} has no user on this host (passwd, LDAP): cannot act as the owner')
-
 
 
 def step_keys(world, step):
@@ -672,7 +671,7 @@ def test_endpoint_bucket_region_and_access_errors_name_the_setting(world, capsys
     make_step(world.run, 1)
     if error is None:
         world.s3.buckets.clear()
-    world.s3.head_bucket_error = error
+    world.s3.head_bucket_errors = [error] if error is not None else []
     assert world.archive() == 1
     assert message.format(credentials=world.credentials) in capsys.readouterr().err
     assert [call[0] for call in world.s3.calls] == ['head_bucket']

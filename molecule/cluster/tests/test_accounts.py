@@ -3,8 +3,9 @@
 """Slurm accounts, users and QoS of the demo inventory (group_vars/all/accounts.yml), enforced by slurm.conf.
 
 The jobs here are submitted from the login node by bob, a directory user in team-b, and by noassoc, a local user
-(the same uid on the login node and the controller) declared in no account. Over-limit jobs never start. The molecule idempotence step converges a second time; test_applying_again_changes_nothing
-re-runs the accounts tasks alone.
+(the same uid on the login node and the controller) declared in no account. Over-limit jobs never start. The
+molecule idempotence step converges a second time; test_applying_again_changes_nothing re-runs the accounts tasks
+alone.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def bob(hosts):
 
 @pytest.fixture(scope='module')
 def stranger(hosts, ctl):
-    for host in {ctl, hosts[SUBMIT_HOST]}:
+    for host in dict.fromkeys((ctl, hosts[SUBMIT_HOST])):
         host.run(f'id {STRANGER} || useradd --create-home --uid {STRANGER_UID} {STRANGER}')
     return login_as(hosts, STRANGER)
 

@@ -56,7 +56,7 @@ def test_two_node_job_runs_inside_the_container(job_user):
 
 def test_container_sees_the_allocated_gpus_and_host_network(job_user):
     result = srun_as(job_user, f'srun -N1 --gres=gpu:2 --container={BUNDLE} sh -c '
-                           '"ls /dev/nvidia0 /dev/nvidia1 && echo CUDA_VISIBLE_DEVICES=\\$CUDA_VISIBLE_DEVICES && ip -o link | grep -c eth"')
+                     '"ls /dev/nvidia0 /dev/nvidia1 && echo CUDA_VISIBLE_DEVICES=\\$CUDA_VISIBLE_DEVICES && ip -o link | grep -c eth"')
     assert result.rc == 0, result.stdout + result.stderr
     assert 'CUDA_VISIBLE_DEVICES=0,1' in result.stdout, result.stdout
 

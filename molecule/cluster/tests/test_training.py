@@ -147,8 +147,8 @@ def test_half_written_checkpoints_are_never_resumed_from(ctl, user, trained):
     user.check_output(f'mkdir {directory}/step_00000080 && echo partial > {directory}/step_00000080/__0_0.distcp')
     # Marked complete, but its shard files are truncated: it fails to load and the next older one is taken.
     user.check_output(f'cp -a {directory}/step_{TARGET:08d} {directory}/step_00000070 && '
-                     f'for f in {directory}/step_00000070/*.distcp; do : > "$f"; done && '
-                     f'sed -i "s/\\"step\\": {TARGET}/\\"step\\": 70/" {directory}/step_00000070/llmforge-complete.json')
+                      f'for f in {directory}/step_00000070/*.distcp; do : > "$f"; done && '
+                      f'sed -i "s/\\"step\\": {TARGET}/\\"step\\": 70/" {directory}/step_00000070/llmforge-complete.json')
     job = submit(user, env=f'LLMFORGE_RUN_DIR={directory}',
                  trainer_args=['--steps', str(TARGET + 5), '--ckpt-every-steps', '5'])
     try:

@@ -599,8 +599,8 @@ class CheckpointCopy:
         for rank in range(self.world):
             os.unlink(self.copied_path(rank))
         copy_seconds = time.perf_counter() - started
-        write_json_atomically(os.path.join(self.tmp, MARKER), {**self.marker, 'time': time.time(),
-                                                                'copy_seconds': round(copy_seconds, 4)})
+        marker = {**self.marker, 'time': time.time(), 'copy_seconds': round(copy_seconds, 4)}
+        write_json_atomically(os.path.join(self.tmp, MARKER), marker)
         fsync_path(self.tmp)
         commit_checkpoint(self.tmp, self.final)
         commit_s = time.perf_counter() - self.save_started
@@ -1272,8 +1272,13 @@ def stage_dataset(source: str, local_root: str, uid: int, expected: str | None =
         except OSError as error:
             raise StageError(f'cannot read the dataset {source}: {error.strerror or error}') from None
         index = os.path.join(cache, f'.index-{listing_key(source, files)}')
-        known = expected.split(':', 1)[1] if expected else (open(index, encoding='utf-8').read().strip()
-                                                          if os.path.isfile(index) else None)
+        if expected:
+            known = expected.split(':', 1)[1]
+        elif os.path.isfile(index):
+            with open(index, encoding='utf-8') as handle:
+                known = handle.read().strip()
+        else:
+            known = None
         if known and os.path.isfile(os.path.join(cache, known, STAGED_MARKER)):
             path = os.path.join(cache, known)
             size = sum(info.st_size for _name, info in files)
