@@ -112,7 +112,7 @@ import typing as t
 
 from ansible_collections.llmforge.cluster.plugins.module_utils.programs._checkpoint_prune import (
     MAX_DEPTH, ChangedError, Checkpoint, Identity, Logger, PruneConfigError, check_policy,
-    compile_pattern, expand_roots, identity_of, open_dir, plan, remove, remove_tree, say, scan)
+    compile_pattern, expand_roots, identity_of, merged_settings, open_dir, plan, remove, remove_tree, say, scan)
 
 PROGRAM = 'llmforge-checkpoint-archive'
 RESTORE_PROGRAM = 'llmforge-restore'
@@ -238,24 +238,7 @@ def check_settings(settings: dict[str, t.Any], command: str) -> dict[str, t.Any]
 
 def load_settings(config_path: str, overrides: dict[str, t.Any], command: str) -> dict[str, t.Any]:
     """Defaults, then the JSON configuration file, then the command line; checked."""
-    settings = {name: default for name, (_kind, default) in SETTINGS.items()}
-    try:
-        with open(config_path, encoding='utf-8') as handle:
-            loaded = json.load(handle)
-    except (OSError, ValueError) as error:
-        raise ArchiveConfigError(f'cannot read the configuration {config_path} (--config): {error}') from None
-    if not isinstance(loaded, dict):
-        raise ArchiveConfigError(f'{config_path}: the configuration must be a JSON object')
-    unknown = sorted(set(loaded) - set(SETTINGS))
-    if unknown:
-        raise ArchiveConfigError(f'{config_path}: unknown settings {unknown}; known: {sorted(SETTINGS)}')
-    settings.update(loaded)
-    settings.update({name: value for name, value in overrides.items() if value is not None})
-    for name, (kind, _default) in SETTINGS.items():
-        value = settings[name]
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise ArchiveConfigError(f'{name}: {value!r} is not a {kind.__name__}')
-    return check_settings(settings, command)
+    return check_settings(merged_settings(SETTINGS, config_path, overrides, ArchiveConfigError, ' (--config)'), command)
 
 
 def read_credentials(path: str) -> dict[str, str]:

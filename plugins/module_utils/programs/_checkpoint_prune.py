@@ -438,26 +438,38 @@ def expand_roots(roots: t.Sequence[str], log: Logger) -> list[tuple[str, t.Optio
     return list(expanded.items())
 
 
-def load_settings(config_path: t.Optional[str], overrides: dict[str, t.Any]) -> dict[str, t.Any]:
-    """Defaults, then the JSON configuration file, then the command line; checked."""
-    settings = {name: default for name, (_kind, default) in SETTINGS.items()}
+def merged_settings(schema: dict[str, tuple[type, t.Any]], config_path: t.Optional[str], overrides: dict[str, t.Any],
+                    error: type[PruneConfigError] = PruneConfigError, option: str = '') -> dict[str, t.Any]:
+    """Defaults of `schema` ({name: (type, default)}), then the JSON configuration file, then the command line's
+    overrides that are set; unknown settings and values of the wrong type are refused naming them (`error`).
+
+    Shared by the programs that read such a file (the pruner, the checkpoint archive); `option` names the command line
+    option that gave the file, for the message when it cannot be read.
+    """
+    settings = {name: default for name, (_kind, default) in schema.items()}
     if config_path:
         try:
             with open(config_path, encoding='utf-8') as handle:
                 loaded = json.load(handle)
-        except (OSError, ValueError) as error:
-            raise PruneConfigError(f'cannot read the configuration {config_path}: {error}') from None
+        except (OSError, ValueError) as problem:
+            raise error(f'cannot read the configuration {config_path}{option}: {problem}') from None
         if not isinstance(loaded, dict):
-            raise PruneConfigError(f'{config_path}: the configuration must be a JSON object')
-        unknown = sorted(set(loaded) - set(SETTINGS))
+            raise error(f'{config_path}: the configuration must be a JSON object')
+        unknown = sorted(set(loaded) - set(schema))
         if unknown:
-            raise PruneConfigError(f'{config_path}: unknown settings {unknown}; known: {sorted(SETTINGS)}')
+            raise error(f'{config_path}: unknown settings {unknown}; known: {sorted(schema)}')
         settings.update(loaded)
     settings.update({name: value for name, value in overrides.items() if value is not None})
-    for name, (kind, _default) in SETTINGS.items():
+    for name, (kind, _default) in schema.items():
         value = settings[name]
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise PruneConfigError(f'{name}: {value!r} is not a {kind.__name__}')
+            raise error(f'{name}: {value!r} is not a {kind.__name__}')
+    return settings
+
+
+def load_settings(config_path: t.Optional[str], overrides: dict[str, t.Any]) -> dict[str, t.Any]:
+    """Defaults, then the JSON configuration file, then the command line; checked."""
+    settings = merged_settings(SETTINGS, config_path, overrides)
     roots = settings['roots']
     if not roots or not all(isinstance(root, str) and os.path.isabs(root) for root in roots):
         raise PruneConfigError(f'roots: {roots!r} must be a non-empty list of absolute directory paths')
