@@ -12,7 +12,6 @@ import os
 import pathlib
 import re
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -21,6 +20,9 @@ import time
 import pytest
 
 from ansible_collections.llmforge.cluster.plugins.module_utils.programs import _checkpoint_prune as prune
+
+# Running ranks of the trainer on this host: the reference job's tests' helpers.
+from test_train_reference import clean_env, finish, marker_of, run_ranks, start_ranks, summary_of
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TRAINER = ROOT / 'roles' / 'training_env' / 'files' / 'llmforge_train.py'
@@ -225,58 +227,6 @@ def test_a_file_is_copied_never_through_a_link_nor_over_a_file_there(tmp_path):
 
 
 # Real runs on CPU (torch) ---------------------------------------------------------------------------------
-
-def clean_env(**extra):
-    """This environment without launcher variables, so a test run inside a Slurm job stays a local run."""
-    launch = {'RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'MASTER_ADDR', 'MASTER_PORT'}
-    env = {key: value for key, value in os.environ.items() if key not in launch and not key.startswith('SLURM_')}
-    env.update(OMP_NUM_THREADS='1', PYTHONUNBUFFERED='1', **extra)
-    return env
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(('127.0.0.1', 0))
-        return probe.getsockname()[1]
-
-
-def start_ranks(world, run_dir, *args, **env):
-    port = str(free_port())
-    return [subprocess.Popen([sys.executable, str(TRAINER), '--run-dir', str(run_dir), *args],
-                             env=clean_env(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
-                                           MASTER_ADDR='127.0.0.1', MASTER_PORT=port, **env),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            for rank in range(world)]
-
-
-def finish(processes, expected=(0, train.REQUEUE_EXIT)):
-    """(exit codes, rank 0's stdout, rank 0's stderr); every process is gone afterwards, even when one hangs."""
-    outputs = []
-    try:
-        for process in processes:
-            outputs.append(process.communicate(timeout=RUN_TIMEOUT))
-    finally:
-        for process in processes:
-            process.kill()
-            process.wait()
-    codes = [process.returncode for process in processes]
-    if any(code not in expected for code in codes):
-        pytest.fail(f'exit codes {codes}\n' + '\n'.join(out + err for out, err in outputs))
-    return codes, outputs[0][0], outputs[0][1]
-
-
-def run_ranks(world, run_dir, *args, **env):
-    return finish(start_ranks(world, run_dir, *args, **env))[:2]
-
-
-def summary_of(stdout: str) -> dict:
-    [line] = [line for line in stdout.splitlines() if line.startswith('summary ')]
-    return json.loads(line[len('summary '):])
-
-
-def marker_of(path) -> dict:
-    return json.loads((pathlib.Path(path) / train.MARKER).read_text())
-
 
 def hidden(run_dir) -> list[str]:
     return sorted(path.name for path in pathlib.Path(run_dir).iterdir() if path.name.startswith('.'))

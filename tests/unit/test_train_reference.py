@@ -306,17 +306,17 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def start_ranks(world, run_dir, *args):
+def start_ranks(world, run_dir, *args, **env):
     port = str(free_port())
     return [subprocess.Popen([sys.executable, str(TRAINER), '--run-dir', str(run_dir), *args],
                              env=clean_env(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
-                                           MASTER_ADDR='127.0.0.1', MASTER_PORT=port),
+                                           MASTER_ADDR='127.0.0.1', MASTER_PORT=port, **env),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for rank in range(world)]
 
 
-def finish(processes):
-    """(exit codes, rank 0's stdout); every process is gone afterwards, even when one hangs."""
+def finish(processes, expected=(0, train.REQUEUE_EXIT)):
+    """(exit codes, rank 0's stdout, rank 0's stderr); every process is gone afterwards, even when one hangs."""
     outputs = []
     try:
         for process in processes:
@@ -326,13 +326,14 @@ def finish(processes):
             process.kill()
             process.wait()
     codes = [process.returncode for process in processes]
-    if any(code not in (0, train.REQUEUE_EXIT) for code in codes):
+    if any(code not in expected for code in codes):
         pytest.fail(f'exit codes {codes}\n' + '\n'.join(out + err for out, err in outputs))
-    return codes, outputs[0][0]
+    return codes, outputs[0][0], outputs[0][1]
 
 
-def run_ranks(world, run_dir, *args):
-    return finish(start_ranks(world, run_dir, *args))
+def run_ranks(world, run_dir, *args, **env):
+    """(exit codes, rank 0's stdout) of a run of `world` ranks on this host."""
+    return finish(start_ranks(world, run_dir, *args, **env))[:2]
 
 
 def summary_of(stdout: str) -> dict:
@@ -414,7 +415,7 @@ def test_a_signal_while_torch_is_still_loading_is_kept_for_the_first_step(tmp_pa
     while not usr1_is_caught(process.pid) and time.monotonic() < deadline:
         time.sleep(0.005)
     process.send_signal(signal.SIGUSR1)
-    codes, stdout = finish([process])
+    codes, stdout, _stderr = finish([process])
     assert codes == [train.REQUEUE_EXIT], stdout
     assert 'signal: checkpointed at step 1, exiting for requeue' in stdout
     assert marker_of(tmp_path / 'step_00000001')['step'] == 1
@@ -482,7 +483,7 @@ def test_a_signal_to_one_rank_stops_both_after_a_checkpoint_and_the_run_resumes(
         if line.startswith('checkpoint step=5 ') or not line:
             break
     processes[1].send_signal(signal.SIGUSR1)
-    codes, stdout = finish(processes)
+    codes, stdout, _stderr = finish(processes)
     assert codes == [train.REQUEUE_EXIT] * 2, ''.join(seen)
     [stopped] = re.findall(r'^signal: checkpointed at step (\d+), exiting for requeue$', stdout, re.M)
     stopped = int(stopped)
