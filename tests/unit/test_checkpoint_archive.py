@@ -169,7 +169,7 @@ class FakeS3:
             data = data[int(start):int(end) + 1]
         return {'Body': FakeBody(data), 'ETag': f'"{etag}"', 'ContentLength': len(data)}
 
-    def list_objects_v2(self, Bucket, Prefix='', Delimiter=None, ContinuationToken=None):
+    def list_objects_v2(self, Bucket, Prefix='', Delimiter=None, ContinuationToken=None, MaxKeys=1000):
         self._record('list_objects_v2', Prefix)
         items = []
         for key in sorted(self._objects(Bucket)):
@@ -183,7 +183,7 @@ class FakeS3:
             else:
                 items.append(('key', key))
         start = int(ContinuationToken or 0)
-        page = items[start:start + self.page_size]
+        page = items[start:start + min(self.page_size, MaxKeys)]
         response = {'Contents': [{'Key': key, 'Size': len(self.buckets[Bucket][key]['data'])} for kind, key in page if kind == 'key'],
                     'CommonPrefixes': [{'Prefix': folder} for kind, folder in page if kind == 'prefix'],
                     'IsTruncated': start + self.page_size < len(items)}
@@ -678,6 +678,28 @@ def test_endpoint_bucket_region_and_access_errors_name_the_setting(world, capsys
     assert world.names() == ['step_00000001']
     assert world.restore(f'alice/{RUN}') == 1
     assert message.format(credentials=world.credentials) in capsys.readouterr().err
+    # `check`, which the role runs before it installs the configuration: the same words, nothing else asked.
+    world.s3.calls.clear()
+    world.s3.head_bucket_errors = [error] if error is not None else []
+    assert world.main('check') == 1
+    assert message.format(credentials=world.credentials) in capsys.readouterr().err
+    assert [call[0] for call in world.s3.calls] == ['head_bucket']
+
+
+def test_check_says_the_bucket_answers_and_may_be_listed_and_creates_it_only_when_asked(world, capsys):
+    assert world.main('check') == 0
+    out = capsys.readouterr().out
+    assert ('bucket archive at http://s3.example:7480 (region us-east-1): reachable, the keys in '
+            f'{world.credentials} accepted, listing s3://archive/ckpt/ allowed') in out
+    assert [call[0] for call in world.s3.calls] == ['head_bucket', 'list_objects_v2']
+    world.s3.buckets.clear()
+    world.s3.calls.clear()
+    world.configure(create_bucket=True)
+    assert world.main('check', '--dry-run') == 0
+    assert 'would create bucket archive' in capsys.readouterr().out
+    assert [call[0] for call in world.s3.calls] == ['head_bucket']
+    assert world.main('check') == 0
+    assert [call[0] for call in world.s3.calls] == ['head_bucket', 'head_bucket', 'create_bucket', 'list_objects_v2']
 
 
 def test_a_missing_bucket_is_created_only_when_asked(world):

@@ -1471,6 +1471,15 @@ def list_archive(store: Store, settings: dict[str, t.Any], spec: t.Optional[str]
     return 1 if failed else 0
 
 
+def check_access(store: Store, settings: dict[str, t.Any], log: t.Callable[..., None]) -> int:
+    """After the bucket answered a HEAD: the keys may also list it under the prefix (what every archive run does)."""
+    top = f"{settings['prefix']}/" if settings['prefix'] else ''
+    store.client.list_objects_v2(Bucket=store.bucket, Prefix=top, MaxKeys=1)
+    log(f"bucket {store.bucket} at {settings['endpoint_url']} (region {settings['region']}): reachable, the keys in "
+        f"{settings['credentials_file']} accepted, listing {store.url(top)} allowed")
+    return 0
+
+
 # Command line -----------------------------------------------------------------------------------------
 
 
@@ -1500,6 +1509,12 @@ def parse_args(argv: t.Sequence[str], prog: t.Optional[str] = None) -> argparse.
     restore.add_argument('--to', metavar='DIR', help='the run directory to restore into (default: <restore_root>/<user>/<run>)')
     restore.add_argument('--force', action='store_true',
                          help=f'move checkpoints of step N or later out of the way into {SUPERSEDED_PREFIX}<time>/ (never deleted)')
+    check = commands.add_parser('check', parents=[common], help='check the endpoint, the keys and the bucket',
+                                description='Check that the endpoint answers, the keys are accepted, the bucket exists in '
+                                            'the region (made when create_bucket is set) and the keys may list it; '
+                                            'reads and changes no checkpoint.')
+    check.add_argument('--dry-run', dest='dry_run', action=argparse.BooleanOptionalAction, default=None,
+                       help='do not create a missing bucket, only say so')
     listing = commands.add_parser('list', parents=[common], help='archived checkpoints and whether they verify',
                                   description='List the archived steps of a run (or of every run) and whether each verifies.')
     listing.add_argument('run', nargs='?', metavar='USER/RUN', help='one run (default: every run under the prefix)')
@@ -1551,9 +1566,11 @@ def main(argv: t.Optional[t.Sequence[str]] = None, prog: t.Optional[str] = None,
             log(str(error), error=True)
             return 1
         try:
-            create = args.command == 'archive' and settings['create_bucket']
+            create = args.command in ('archive', 'check') and settings['create_bucket']
             if not store.check_bucket(create, settings['dry_run']):
                 return 0
+            if args.command == 'check':
+                return check_access(store, settings, log)
             if args.command == 'archive':
                 return 0 if Archiver(store, settings, log).run_all() else 1
             if args.command == 'restore':
