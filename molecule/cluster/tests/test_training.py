@@ -21,7 +21,8 @@ import pytest
 from conftest import FIRST, JOB_USER, NODES, set_hardware
 from scenario_helpers import recaps, run_playbook, said, wait_for
 
-ENVS = '/shared/llmforge/envs'
+# Where the training_env role builds the environment (training_env_root): on the shared storage.
+ENVS = os.environ.get('LLMFORGE_ENV_ROOT', '/shared/llmforge/envs')
 ENV = f'{ENVS}/llmforge-train'
 SBATCH = f'{ENV}/share/llmforge/llmforge-train.sbatch'
 RUNS = '/shared/llmforge/runs'
