@@ -113,9 +113,11 @@ def test_a_broken_release_stops_in_the_first_batch_and_the_fixed_one_rolls_node_
 
     events = driver_events(ctl, started)
     print('slurmdbd node events:', events)
-    assert set(events) == {first, second} and all(len(spans) == 1 for spans in events.values()), events
-    (_, first_resumed), (second_drained, second_resumed) = events[first][0], events[second][0]
-    assert None not in (first_resumed, second_resumed), events
+    # The first node's drain began with the broken release and ended when the fixed one resumed it.
+    assert set(events) == {first, second} and len(events[second]) == 1, events
+    assert all(span[1] is not None for spans in events.values() for span in spans), events
+    first_resumed = max(span[1] for span in events[first])
+    second_drained, second_resumed = events[second][0]
     assert first_resumed <= second_drained, f'{second} drained before {first} was back: {events}'
 
     state, end = ctl.check_output(f'sacct -X -n -P -j {job} -o State,End').strip().split('|')
