@@ -117,15 +117,13 @@ elif [[ -z $cluster ]]; then
 else
     # The second lane starts when the cluster scenario reaches its verify step (MOLECULE_SECOND_LANE=verify, the
     # default) or when it has ended (=end). Its verify waits for jobs, timers and drains most of the time: about
-    # half of this machine's CPU is idle then, and the first scenario of the queue takes it. At nice 5: what the
-    # cluster scenario's Ansible runs and drills need comes first (its verify is the critical path).
+    # half of this machine's CPU is idle then, and the first scenario of the queue takes it.
     rm -f "$logs/cluster.log" "$logs/cluster.ended"
     {
         until [[ -e $logs/cluster.ended ]] || { [[ ${MOLECULE_SECOND_LANE:-verify} == verify ]] \
             && grep -aq 'verify.*Executing' "$logs/cluster.log" 2>/dev/null; }; do
             sleep 5
         done
-        renice -n 5 -p "$BASHPID" >/dev/null
         lane quiet
     } &
     second=$!

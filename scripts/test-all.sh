@@ -9,11 +9,6 @@
 #      build`, mostly downloads and package unpacking). A failure of the latter stops the run.
 #   3. The Molecule scenarios named as arguments (scripts/molecule-all.sh), while the checks finish beside them.
 #
-# The checks run at a lower priority (nice 10): the cluster scenario is the run's critical path, and its containers'
-# processes (one cgroup, weighed like one process against each of the host's) lost most of the CPU to the two unit
-# test workers, so that its converge took 10.6 min beside the checks against 7 min alone. Niced, the checks take
-# what the converge leaves (it waits on package unpacking and systemd) and finish in its verify step.
-#
 # Exits 0 only when the checks and every scenario passed; the end of the output says what failed.
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -49,7 +44,7 @@ echo "== $(date +%T) make unit lint sanity browser started; its log: $logs/check
 rm -f "$logs/checks.rc"
 {
     checks_start=$(date +%s)
-    nice -n 10 make --no-print-directory unit lint sanity browser >"$logs/checks.log" 2>&1
+    make --no-print-directory unit lint sanity browser >"$logs/checks.log" 2>&1
     rc=$?
     echo "$rc" >"$logs/checks.rc"
     echo "== $(date +%T) make unit lint sanity browser ended: rc $rc in $(($(date +%s) - checks_start)) s"

@@ -124,8 +124,12 @@ def test_rerun_finds_drift_in_check_mode_then_restores_it_and_changes_nothing_el
     element added by hand to the firewall's loaded table, the munge key's owner and mode, munge disabled at boot, and
     an OCI bundle whose config.json was emptied and whose rootfs records another tarball.
 
-    `--check --diff` reports exactly those and touches nothing; the real re-run restores them. Every other task
-    on every host reports ok in both runs, which is what a separate idempotence run would show (the scenario has none).
+    `--check --diff` reports exactly those and touches nothing (molecule/cluster_debian12); the real re-run restores
+    them (molecule/cluster). Every other task on every host reports ok, which is what a separate idempotence run would
+    show (neither scenario has one). Each site run costs minutes on this machine, so each scenario makes one of them
+    (LLMFORGE_DRIFT_RUN=check or real): check mode runs the same tasks on every OS and decides what each would
+    change; the real run proves they do it, with directory users and a login node. After the check run the test puts
+    the drift back by hand, as it was before.
     """
     drifted = NODES[-1]
     node = hosts[drifted]
@@ -165,12 +169,11 @@ def test_rerun_finds_drift_in_check_mode_then_restores_it_and_changes_nothing_el
     node.check_output(f': > {bundle}/config.json && echo 0000 > {bundle}/.rootfs-checksum')
     expected |= {'Write the OCI configuration of bundle test',
                  'Unpack the rootfs and create its mount points for bundle test'}
-    # Each site run costs minutes: molecule/cluster makes the real re-run (LLMFORGE_CHECK_MODE_RUN=0), which also
-    # proves idempotence with directory users and a login node, and molecule/cluster_debian12 both (check mode runs
-    # the same tasks on every OS).
-    runs = [('--check', '--diff'), ()] if os.environ.get('LLMFORGE_CHECK_MODE_RUN', '1') != '0' else [()]
+    mode = os.environ.get('LLMFORGE_DRIFT_RUN', 'real')
+    assert mode in ('check', 'real'), f'LLMFORGE_DRIFT_RUN={mode!r}: check or real'
+    node.check_output(f'cp -p {bundle}/config.json {bundle}/.rootfs-checksum /root/')
 
-    for args in runs:
+    for args in [('--check', '--diff')] if mode == 'check' else [()]:
         result = run_playbook(*args)
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
         recap = recaps(result)
@@ -193,6 +196,15 @@ def test_rerun_finds_drift_in_check_mode_then_restores_it_and_changes_nothing_el
             assert node.file(key).user == 'root' and node.file(key).mode == 0o644
             assert not node.service('munge').is_enabled
             assert node.file(f'{bundle}/config.json').size == 0
+    if mode == 'check':
+        # The drift put back by hand: the appended line, the package, the element, the key's owner and mode, munge
+        # at boot (it kept running on its key), the bundle's two files.
+        node.check_output(f"sed -i '$d' {code}")
+        node.check_output('DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-venv')
+        node.check_output(f'nft delete element inet llmforge ssh_v4 {{ {intruder} }}')
+        node.check_output(f'chown munge:munge {key} && chmod 0400 {key} && systemctl enable munge')
+        node.check_output(f'cp -p /root/config.json /root/.rootfs-checksum {bundle}/')
+    node.check_output('rm -f /root/config.json /root/.rootfs-checksum')
     assert intruder not in node.check_output('nft list set inet llmforge ssh_v4')
     assert node.check_output(f'sha256sum {code}').split()[0] == original
     assert node.package('python3-venv').is_installed
