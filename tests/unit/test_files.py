@@ -30,9 +30,11 @@ def test_temporary_name_is_not_read_by_the_textfile_collector(tmp_path, monkeypa
     renames = []
     real_replace = os.replace
 
-    def recording_replace(source, destination):
-        renames.append((pathlib.Path(source), pathlib.Path(destination)))
-        real_replace(source, destination)
+    def recording_replace(source, destination, *args, **kwargs):
+        # Only renames into this test's directory (see test_owner_and_group_are_given_before_the_rename).
+        if pathlib.Path(destination).parent == tmp_path:
+            renames.append((pathlib.Path(source), pathlib.Path(destination)))
+        real_replace(source, destination, *args, **kwargs)
 
     monkeypatch.setattr(os, 'replace', recording_replace)
     write(str(tmp_path / 'slurm.prom'), 'x 1\n')
@@ -55,7 +57,11 @@ def test_failed_rename_keeps_old_file_and_removes_temporary(tmp_path, monkeypatc
     target = tmp_path / 'nodecheck.json'
     target.write_text('old\n', encoding='utf-8')
 
-    def broken(_source, _destination):
+    real_replace = os.replace
+
+    def broken(source, destination, *args, **kwargs):
+        if os.fspath(destination) != str(target):
+            return real_replace(source, destination, *args, **kwargs)
         raise OSError(28, 'No space left on device')
 
     monkeypatch.setattr(os, 'replace', broken)
@@ -88,10 +94,12 @@ def test_owner_and_group_are_given_before_the_rename(tmp_path, monkeypatch):
     seen = []
     real_replace = os.replace
 
-    def recording_replace(source, destination):
-        info = os.stat(source)
-        seen.append((info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)))
-        real_replace(source, destination)
+    def recording_replace(source, destination, *args, **kwargs):
+        # Only this file's rename: a thread another test left in this worker may rename its own files meanwhile.
+        if os.fspath(destination) == str(target):
+            info = os.stat(source)
+            seen.append((info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)))
+        real_replace(source, destination, *args, **kwargs)
 
     monkeypatch.setattr(os, 'replace', recording_replace)
     _files.write_atomic(str(target), 'x\n', mode=0o640, uid=os.getuid(), gid=os.getgid())

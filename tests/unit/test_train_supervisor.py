@@ -14,6 +14,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
@@ -119,10 +120,15 @@ def test_every_rank_says_it_is_alive_from_a_thread_of_its_own(tmp_path):
     for name in train.SUPERVISION_DIRS:
         (tmp_path / name).mkdir(mode=0o700)
     records = train.RankRecords(str(tmp_path), 3, environ={'SLURM_JOB_ID': '7', 'SLURMD_NODENAME': 'gpu4'})
-    records.keep_alive(interval=0.05)
+    stop = threading.Event()
+    thread = records.keep_alive(interval=0.05, stop=stop)
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and not (tmp_path / 'alive' / 'rank-3.json').exists():
         time.sleep(0.02)
+    # Stopped, so that it does not go on renaming files beside the later tests of this process.
+    stop.set()
+    thread.join(5)
+    assert not thread.is_alive()
     [alive] = train.heartbeats_of(str(tmp_path), '7', 0, train.ALIVE_DIR)
     assert (alive['rank'], alive['node'], alive['job_id']) == (3, 'gpu4', '7')
 

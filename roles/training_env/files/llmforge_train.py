@@ -802,12 +802,16 @@ class RankRecords:
         faulthandler.register(STACK_SIGNAL, file=handle, all_threads=True)
         return handle
 
-    def keep_alive(self, interval: float = ALIVE_SECONDS) -> threading.Thread:
-        """Say every `interval` seconds, from a daemon thread, that this process runs (not whether it progresses)."""
+    def keep_alive(self, interval: float = ALIVE_SECONDS, stop: threading.Event | None = None) -> threading.Thread:
+        """Say every `interval` seconds, from a daemon thread, that this process runs (not whether it progresses),
+        until `stop` is set (the process's end when none is given)."""
+        stop = stop or threading.Event()
+
         def say_alive():
             while True:
                 self.attempt('liveness', replace_json, self.alive_path, {'time': time.time(), **self.identity})
-                time.sleep(interval)
+                if stop.wait(interval):
+                    return
         thread = threading.Thread(target=say_alive, name='llmforge-alive', daemon=True)
         thread.start()
         return thread
