@@ -56,10 +56,11 @@ build/wheelhouse/.complete: $(WHEELHOUSE_LOCK) | venv
 wheelhouse: build/wheelhouse/.complete
 
 # --dist loadfile: each test file's tests on one worker, so a module's fixtures run once (test_rendered_values.py's
-# renders every role's preflight for 64 s; with the default distribution both workers did it).
+# renders every role's preflight for 64 s; with the default distribution both workers did it). The slowest 25 are
+# listed at the end: where the unit tests' minutes go.
 unit: venv
 	bash scripts/ensure-test-tools.sh
-	pytest -q -n auto --dist loadfile tests/unit
+	pytest -q -n auto --dist loadfile --durations=25 tests/unit
 
 lint: venv
 	yamllint --strict .

@@ -166,12 +166,12 @@ def test_rerun_finds_drift_in_check_mode_then_restores_it_and_changes_nothing_el
     bundle = '/var/lib/llmforge/containers/test'
     config = node.check_output(f'sha256sum {bundle}/config.json').split()[0]
     recorded = node.file(f'{bundle}/.rootfs-checksum').content_string
+    node.check_output(f'cp -p {bundle}/config.json {bundle}/.rootfs-checksum /root/')
     node.check_output(f': > {bundle}/config.json && echo 0000 > {bundle}/.rootfs-checksum')
     expected |= {'Write the OCI configuration of bundle test',
                  'Unpack the rootfs and create its mount points for bundle test'}
     mode = os.environ.get('LLMFORGE_DRIFT_RUN', 'real')
     assert mode in ('check', 'real'), f'LLMFORGE_DRIFT_RUN={mode!r}: check or real'
-    node.check_output(f'cp -p {bundle}/config.json {bundle}/.rootfs-checksum /root/')
 
     for args in [('--check', '--diff')] if mode == 'check' else [()]:
         result = run_playbook(*args)
