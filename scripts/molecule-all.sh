@@ -3,12 +3,12 @@
 # scenario, what failed in it: scripts/molecule_failures.py).
 #
 # `cluster` runs first, its output on the terminal; a second lane starts when it reaches its verify step and takes
-# scenarios from a queue (longest first), with their output in their logs only; when `cluster` ends, the first lane
-# takes from the same queue, on the terminal, and a third lane (quiet) beside it. Three at a time only then: the
-# scenarios are bound by this machine's CPU (Ansible's worker processes, docker exec and the modules' Python in the
-# containers), and with cluster, cluster_debian12 and the role scenarios converging at once each one took 2 to 2.5
-# times as long as alone (a site.yml re-run then ran past its 600 s limit); the role scenarios left at the end are
-# short and half their time waits for containers and systemd (two lanes kept the machine ~67 % busy then).
+# scenarios from a queue (longest first), with their output in their logs only; a third lane (quiet) takes the
+# shortest from the queue's end once the cluster's tests are past its site re-run, and when `cluster` ends, the first
+# lane takes from the same queue, on the terminal. The scenarios are bound by this machine's CPU (Ansible's worker
+# processes, docker exec and the modules' Python in the containers): with cluster, cluster_debian12 and the role
+# scenarios converging at once each one took 2 to 2.5 times as long as alone (a site.yml re-run then ran past its
+# 600 s limit), while the cluster's later tests mostly wait (the machine was 20 % idle then with two lanes).
 # MOLECULE_STREAMS=1 runs every scenario one after another.
 #
 # The cluster scenarios run the installed tarball, not the checkout: molecule would put an exported checkout path
@@ -56,22 +56,28 @@ for name in cluster_debian12 monitoring gpu_driver "$@"; do
     fi
 done
 
-# next_scenario: takes the first name off the queue (under a lock: two lanes take from it) and prints it; fails
-# when the queue is empty.
+# next_scenario [last]: takes the first name off the queue (the last with `last`; under a lock: several lanes take
+# from it) and prints it; fails when the queue is empty.
 next_scenario() {
     local name
     {
         flock 9
-        name=$(head -n 1 "$queue")
-        [[ -z $name ]] || sed -i 1d "$queue"
+        if [[ ${1:-} == last ]]; then
+            name=$(tail -n 1 "$queue")
+            [[ -z $name ]] || sed -i '$d' "$queue"
+        else
+            name=$(head -n 1 "$queue")
+            [[ -z $name ]] || sed -i 1d "$queue"
+        fi
     } 9>"$queue.lock"
     [[ -n $name ]] && echo "$name"
 }
 
-# lane [quiet]: the queue's scenarios one after another until it is empty, all of them whatever their results.
+# lane [quiet] [last]: the queue's scenarios one after another until it is empty, all of them whatever their
+# results; from the queue's end (the shortest first) with `last`.
 lane() {
     local name
-    while name=$(next_scenario); do
+    while name=$(next_scenario "${2:-}"); do
         if [[ $name == cluster_debian12 ]] && ! debian12_prepared; then
             continue
         fi
@@ -118,6 +124,12 @@ else
     # The second lane starts when the cluster scenario reaches its verify step (MOLECULE_SECOND_LANE=verify, the
     # default) or when it has ended (=end). Its verify waits for jobs, timers and drains most of the time: about
     # half of this machine's CPU is idle then, and the first scenario of the queue takes it.
+    #
+    # A third lane takes the short role scenarios from the queue's end once the cluster scenario's tests are past its
+    # site re-run (the drift test, the one test that converges every host again; the tests after it run jobs and
+    # wait for Slurm's timers and drains, the machine a third idle). Until then, a role scenario's converge beside
+    # that re-run and cluster_debian12's converge stretched all three. When `cluster` ends, the first lane takes from
+    # the queue's front, on the terminal.
     rm -f "$logs/cluster.log" "$logs/cluster.ended"
     {
         until [[ -e $logs/cluster.ended ]] || { [[ ${MOLECULE_SECOND_LANE:-verify} == verify ]] \
@@ -127,10 +139,16 @@ else
         lane quiet
     } &
     second=$!
+    {
+        # The first test after the drift test (test_cluster.py) has started: the re-run is over.
+        until [[ -e $logs/cluster.ended ]] || grep -aq 'test_gpu_stack_is_in' "$logs/cluster.log" 2>/dev/null; do
+            sleep 5
+        done
+        lane quiet last
+    } &
+    third=$!
     run_scenario cluster
     touch "$logs/cluster.ended"
-    lane quiet &
-    third=$!
     lane
     wait "$second" "$third"
 fi
