@@ -5,8 +5,8 @@
 #      the test tools (fio, promtool, ShellCheck, Chromium): `make docker tools`. A failure here stops the run.
 #   2. At once: the checks that need no container (`make unit lint sanity browser`: unit tests, yamllint and
 #      ansible-lint, ansible-test sanity, the browser check; output in build/test/checks.log), and what the first
-#      scenario needs: the Debian 13 test image and the collection built and installed as README says (`make image
-#      build`, mostly downloads and package unpacking). A failure of the latter stops the run.
+#      scenario needs: the Debian 13 test image and the collection built and installed as README says (`make -j2
+#      image build`, mostly downloads and package unpacking). A failure of the latter stops the run.
 #   3. The Molecule scenarios named as arguments (scripts/molecule-all.sh), while the checks finish beside them.
 #
 # Exits 0 only when the checks and every scenario passed; the end of the output says what failed.
@@ -51,7 +51,9 @@ rm -f "$logs/checks.rc"
 } &
 checks=$!
 
-if make --no-print-directory image build; then
+# The image and the collection at once (-j2): the image build waits on package downloads, the collection's install
+# as README says on a fresh venv's; the cluster scenario needs both.
+if make --no-print-directory -j2 --output-sync=target image build; then
     bash scripts/molecule-all.sh "$@"
     molecule_rc=$?
 else
