@@ -23,16 +23,21 @@ def _wrap(name, func, *args):
         raise AnsibleFilterError(f'{name}: {err}') from err
 
 
-def nccl_ready_nodes(nodes, hostvars, validators=UNSET):
+def nccl_ready_nodes(nodes, hostvars, validators=UNSET, hardware=None):
     """The nodes whose registered validator results (hostvars) are all healthy: the ones NCCL runs on.
 
-    `validators`: the names of the registered results to require; default, every validator's.
+    `validators`: the names of the registered results to require; default, every validator's. `hardware`: the
+    results of the nodes the hardware stage ran through Slurm, or left alone ({node: {validator: result}}), read
+    instead of their registered ones.
     """
     if validators is UNSET:
         validators = tuple(report.REGISTERED_VALIDATORS.values())
     ready = []
     for node in nodes:
-        facts = hostvars[node]
+        if hardware and node in hardware:
+            facts = {f'__validate_{name}': result for name, result in hardware[node].items()}
+        else:
+            facts = hostvars[node]
         results = [facts.get(name) if hasattr(facts, 'get') else None for name in validators]
         if all(isinstance(r, dict) and r.get('healthy') and not r.get('failed') for r in results):
             ready.append(node)

@@ -20,11 +20,15 @@ def _wrap(name: str, func: t.Callable[..., t.Any], *args: t.Any) -> t.Any:
         raise AnsibleFilterError(f'{name}: {err}') from err
 
 
-def validator_results(nodes, hostvars, verdicts=None):
-    """`{node: {validator: result}}` of the nodes: their registered gpu_topology and rdma_links results (missing: the
-    node was not reached), then the `{validator: {node: result}}` verdicts of the stages that judged them."""
+def validator_results(nodes, hostvars, verdicts=None, hardware=None):
+    """`{node: {validator: result}}` of the nodes: their registered hardware stage results (missing: the node was not
+    reached), or those of `hardware` (`{node: {validator: result}}`: the nodes the stage ran through Slurm, or left
+    alone), then the `{validator: {node: result}}` verdicts of the stages that judged them."""
     registered = {}
     for node in nodes:
+        if hardware and node in hardware:
+            registered[node] = {validator: hardware[node].get(validator) for validator in rep.REGISTERED_VALIDATORS}
+            continue
         facts = hostvars[node]
         registered[node] = {validator: facts.get(variable) if hasattr(facts, 'get') else None
                             for validator, variable in rep.REGISTERED_VALIDATORS.items()}

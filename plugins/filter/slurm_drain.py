@@ -51,12 +51,15 @@ def drain_plan(nodes, hostvars):
         raise AnsibleFilterError(f'drain_plan: a report node has no {err}') from err
 
 
-def drain_decisions(results):
+def drain_decisions(results, states=None):
     """{host, slurm_name, action (drain|resume|None), reason, old_reason, why} of every node whose state the
-    registered `scontrol show node <name> -o` loop (over drain_plan) read."""
+    registered `scontrol show node <name> -o` loop (over drain_plan) read; with `states` (the output of one
+    `scontrol show node --oneliner` of every node), `results` is the drain plan itself."""
     if not isinstance(results, (list, tuple)) or not all(isinstance(item, dict) for item in results):
         raise AnsibleFilterError(f'drain_decisions: expected registered loop results, got {type(results).__name__}')
     try:
+        if states is not None:
+            results = drain.read_states(results, str(states))
         return drain.drain_decisions(results)
     except KeyError as err:
         raise AnsibleFilterError(f'drain_decisions: a read result has no {err} (its item must be a drain_plan entry)') from err

@@ -451,6 +451,23 @@ def judge(facts: dict[str, t.Any], topo: dict[str, t.Any], want: t.Mapping[str, 
     )
 
 
+# What the module returns when it could not judge the node: its result's keys, empty.
+EMPTY_RESULT: t.Mapping[str, t.Any] = {'gpus': [], 'topology': {}, 'nics': {}, 'driver_version': None,
+                                       'cuda_version': None, 'checks': [], 'healthy': False}
+
+
+def module_work(params: t.Mapping[str, t.Any], current: t.Any) -> dict[str, t.Any]:
+    """The gpu_topology module's work (`params`: its options, nvidia_smi_path resolved): the expectation, nvidia-smi's
+    two outputs, the checks. `current.what` names the input being handled, for an unexpected error's message."""
+    current.what = f"profile {params['profile']!r} and expected {params['expected']!r}"
+    want = resolve_expectation(params['profile'], params['expected'])
+    nvidia_smi = params['nvidia_smi_path']
+    current.what = f"the output of '{nvidia_smi} -q -x' and '{nvidia_smi} topo -m'"
+    facts, topo = gather(nvidia_smi, params['timeout'])
+    current.what = f"the GPU facts against profile {params['profile']!r} and expected {params['expected']!r}"
+    return evaluate(facts, topo, want)
+
+
 def failure_summary(checks: list[dict[str, t.Any]]) -> str:
     return _failure_summary(checks, 'GPU')
 

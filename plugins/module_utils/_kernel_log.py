@@ -857,6 +857,26 @@ def _gpu_map(settings: t.Mapping[str, t.Any], timeout: float) -> tuple[dict[str,
     return found, '' if found else f'GPU indexes unknown ({why}): GPUs are named by their PCI address'
 
 
+# What the kernel_faults module returns when it could not judge the node: its result's keys, empty.
+EMPTY_RESULT: t.Mapping[str, t.Any] = {'events': [], 'events_dropped': 0, 'checks': [], 'healthy': False, 'reason': '',
+                                       'lines_read': 0, 'cursor': None, 'faults': [], 'corrected_aer': 0, 'cleared': 0,
+                                       'changed': False}
+
+
+def module_work(params: t.Mapping[str, t.Any], current: t.Any, write_state: bool = True,
+                clear: t.Union[bool, t.Sequence[int]] = False) -> dict[str, t.Any]:
+    """The kernel_faults module's work (`params`: its options, journalctl_path and nvidia_smi_path resolved, gpus as
+    {bus id: index}): one look at the kernel log, ``changed`` when known faults were cleared."""
+    source = params['source']
+    current.what = 'the kernel log' if source == JOURNAL else f'the kernel log {source}'
+    settings = dict(source=source, journalctl=params['journalctl_path'], state_file=params['state_file'] or '',
+                    since=params['since'], boot_id_file=params['boot_id_file'], gpus=params['gpus'] or {},
+                    nvidia_smi=params['nvidia_smi_path'], sysfs_root=params['sysfs_root'])
+    result = read_faults(settings, params['timeout'], write_state=write_state, clear=clear)
+    result['changed'] = bool(result['cleared'])
+    return result
+
+
 def read_faults(settings: t.Mapping[str, t.Any], timeout: float, write_state: bool = True,
                 clear: t.Union[bool, t.Sequence[int]] = False) -> dict[str, t.Any]:
     """One look at the kernel log since the last one: {events, events_dropped, checks, healthy, reason, lines_read,

@@ -385,6 +385,16 @@ def evaluate(sysfs_root: str, expected: t.Optional[t.Mapping[str, t.Any]]) -> di
     return {'ports': ports, 'checks': checks, 'healthy': healthy(checks)}
 
 
+# What the module returns when it could not judge the node: its result's keys, empty.
+EMPTY_RESULT: t.Mapping[str, t.Any] = {'ports': [], 'checks': [], 'healthy': False}
+
+
+def module_work(params: t.Mapping[str, t.Any], current: t.Any) -> dict[str, t.Any]:
+    """The rdma_links module's work (`params`: its options): every HCA and port under sysfs_root, judged."""
+    current.what = f"sysfs under {params['sysfs_root']} against expected {params['expected']!r}"
+    return evaluate(params['sysfs_root'], params['expected'])
+
+
 def failure_summary(checks: list[dict[str, t.Any]]) -> str:
     return _failure_summary(checks, 'RDMA')
 

@@ -178,3 +178,17 @@ def drain_decisions(states: t.Iterable[t.Mapping[str, t.Any]]) -> list[dict[str,
         decisions.append({'host': planned['host'], 'slurm_name': planned['slurm_name'], 'action': action['action'],
                           'reason': planned['reason'], 'old_reason': node['reason'], 'why': action['why']})
     return decisions
+
+
+def read_states(plan: t.Iterable[t.Mapping[str, t.Any]], text: str) -> list[dict[str, t.Any]]:
+    """What drain_decisions reads, from one `scontrol show node --oneliner` of every node instead of one command per
+    node: for each drain_plan entry, {rc: 0, stdout: its node's line, item: the entry}, or rc 1 for a node Slurm does
+    not know."""
+    lines = {}
+    for line in str(text or '').splitlines():
+        name = _NODE_NAME.search(line)
+        if name:
+            lines[name.group(1)] = line
+    return [{'rc': 0, 'stdout': lines[entry['slurm_name']], 'item': entry} if entry['slurm_name'] in lines
+            else {'rc': 1, 'stdout': '', 'item': entry} for entry in plan]
+

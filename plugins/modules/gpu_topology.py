@@ -215,21 +215,14 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    empty = dict(gpus=[], topology={}, nics={}, driver_version=None, cuda_version=None, checks=[], healthy=False)
+    empty = dict(gpu.EMPTY_RESULT)
     errors.positive(module, 'timeout', **empty)
     nvidia_smi = params['nvidia_smi_path']
     if '/' not in nvidia_smi:
         nvidia_smi = module.get_bin_path(nvidia_smi, opt_dirs=['/usr/bin', '/usr/local/bin']) or nvidia_smi
-
-    def work(current):
-        current.what = f"profile {params['profile']!r} and expected {params['expected']!r}"
-        want = gpu.resolve_expectation(params['profile'], params['expected'])
-        current.what = f"the output of '{nvidia_smi} -q -x' and '{nvidia_smi} topo -m'"
-        facts, topo = gpu.gather(nvidia_smi, params['timeout'])
-        current.what = f"the GPU facts against profile {params['profile']!r} and expected {params['expected']!r}"
-        return gpu.evaluate(facts, topo, want)
-
-    errors.run_validator(module, work, (gpu.GpuTopologyError,), gpu.failure_summary, **empty)
+    options = dict(params, nvidia_smi_path=nvidia_smi)
+    errors.run_validator(module, lambda current: gpu.module_work(options, current), (gpu.GpuTopologyError,),
+                         gpu.failure_summary, **empty)
 
 
 if __name__ == '__main__':

@@ -282,8 +282,7 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    empty = dict(events=[], events_dropped=0, checks=[], healthy=False, reason='', lines_read=0, cursor=None,
-                 faults=[], corrected_aer=0, cleared=0, changed=False)
+    empty = dict(kernel_log.EMPTY_RESULT)
     errors.positive(module, 'timeout', **empty)
     source = params['source']
     if source != kernel_log.JOURNAL and not os.path.isabs(source):
@@ -301,16 +300,11 @@ def main():
     nvidia_smi = params['nvidia_smi_path']
     if '/' not in nvidia_smi:
         nvidia_smi = kernel_log.validators.find_command(nvidia_smi) or module.get_bin_path(nvidia_smi) or nvidia_smi
-    settings = dict(source=source, journalctl=journalctl, state_file=params['state_file'] or '',
-                    since=params['since'], boot_id_file=params['boot_id_file'], gpus=_gpus(module, empty),
-                    nvidia_smi=nvidia_smi, sysfs_root=params['sysfs_root'])
+    options = dict(params, journalctl_path=journalctl, nvidia_smi_path=nvidia_smi, gpus=_gpus(module, empty))
     clear = _clear(module, empty)
 
     def work(current):
-        current.what = 'the kernel log' if source == kernel_log.JOURNAL else f'the kernel log {source}'
-        result = kernel_log.read_faults(settings, params['timeout'], write_state=not module.check_mode, clear=clear)
-        result['changed'] = bool(result['cleared'])
-        return result
+        return kernel_log.module_work(options, current, write_state=not module.check_mode, clear=clear)
 
     with errors.last_resort(module.fail_json, **empty) as current:
         try:

@@ -173,9 +173,9 @@ def main():
         ),
         supports_check_mode=True,
     )
-    empty = dict(ports=[], checks=[], healthy=False)
+    empty = dict(rdma.EMPTY_RESULT)
     what = f"sysfs under {module.params['sysfs_root']} against expected {module.params['expected']!r}"
-    errors.run_validator(module, lambda current: rdma.evaluate(module.params['sysfs_root'], module.params['expected']),
+    errors.run_validator(module, lambda current: rdma.module_work(module.params, current),
                          (rdma.RdmaLinksError,), rdma.failure_summary, what, **empty)
 
 

@@ -22,6 +22,7 @@ LAUNCHERS = {
     'programs._checkpoint_archive': ROOT / 'roles' / 'checkpoint_archive' / 'files' / 'llmforge-checkpoint-archive',
     'programs._remediate': ROOT / 'roles' / 'slurm_controller' / 'files' / 'llmforge-remediate',
     'programs._repair': ROOT / 'roles' / 'slurm_node' / 'files' / 'llmforge-repair',
+    'programs._validate_node': ROOT / 'roles' / 'slurm_node' / 'files' / 'llmforge-validate-node',
 }
 
 

@@ -18,8 +18,10 @@ from html.parser import HTMLParser
 
 import pytest
 
+import time
+
 from conftest import CONTROLLER, FIRST, NODES, SECOND, SIM, SIM_NVIDIA_SMI, drain_reasons, set_hardware
-from scenario_helpers import recaps, run_playbook
+from scenario_helpers import recaps, run_playbook, said
 
 
 @pytest.fixture(scope='module')
@@ -102,6 +104,61 @@ def test_repaired_node_is_resumed(simulated, hosts, ctl):
     assert SECOND not in drain_reasons(ctl), result.stdout[-3000:]
     state = ctl.check_output(f'sinfo -N -h -n {SECOND} -o %T').split()
     assert state and 'drain' not in state[0], state
+
+
+def test_the_slurm_path_and_the_ansible_path_give_the_same_report(simulated, hosts, ctl, tmp_path):
+    """Both nodes healthy and idle in Slurm: validate_path=auto runs the hardware stage as one srun step
+    (llmforge-validate-node on each node), validate_path=ansible as three module tasks per node; report.json is the
+    same byte for byte apart from its generated_at, and each run says which path it took."""
+    for name in NODES:
+        set_hardware(hosts[name])
+    ctl.run(f"scontrol update NodeName={','.join(NODES)} State=RESUME")
+    reports, took = {}, {}
+    for path in ('ansible', 'auto'):
+        directory = str(tmp_path / path)
+        started = time.monotonic()
+        result = run_playbook('-e', json.dumps({'validate_report_dir': directory, 'validate_path': path}),
+                              playbook='llmforge.cluster.validate', timeout=300)
+        took[path] = time.monotonic() - started
+        assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-3000:]
+        with open(os.path.join(directory, 'report.json'), encoding='utf-8') as handle:
+            reports[path] = re.sub(r'"generated_at": "[^"]*"', '"generated_at": ""', handle.read())
+        assert json.loads(reports[path])['summary']['healthy'], said(result)[-4000:]
+        if path == 'auto':
+            assert 'hardware stage through Slurm on 2 node(s)' in said(result), said(result)[-3000:]
+        else:
+            assert 'hardware stage with Ansible on every node (validate_path=ansible)' in said(result)
+    assert reports['auto'] == reports['ansible']
+    assert json.loads(reports['auto'])['summary']['healthy'] is True
+    jobs = ctl.check_output('sacct -X -n -P -u root --name=llmforge-validate -o NNodes,State -S now-10minutes')
+    assert '2|COMPLETED' in jobs.splitlines(), jobs
+    print(f"validate.yml on 2 nodes: Ansible path {took['ansible']:.1f} s, Slurm path {took['auto']:.1f} s (wall)")
+
+
+def test_a_busy_node_is_listed_not_validated_and_not_waited_for(simulated, hosts, ctl, user):
+    """A job of alice's holds the first node: the run validates the second through Slurm and reports the first as
+    not validated (busy), draining and resuming nothing and waiting for no job."""
+    job = user.check_output(f'sbatch --parsable --nodelist={FIRST} --exclusive --time=5 --wrap="sleep 240"').strip()
+    try:
+        deadline = time.monotonic() + 60
+        while ctl.check_output(f'squeue -h -j {job} -o %T').strip() != 'RUNNING':
+            assert time.monotonic() < deadline, ctl.check_output(f'squeue -j {job}')
+            time.sleep(1)
+        started = time.monotonic()
+        result = validate(simulated)
+        assert time.monotonic() - started < 200
+        assert f'not validated: busy 1 ({FIRST})' in said(result), said(result)[-3000:]
+        report = json.load(open(os.path.join(simulated['reports'], 'report.json'), encoding='utf-8'))
+        first = next(node for node in report['nodes'] if node['name'] == FIRST)
+        assert {(check['name'], check['status']) for check in first['checks']} == {('run', 'skip')}, first['checks']
+        assert 'not validated: busy in Slurm (ALLOCATED)' in first['checks'][0]['message']
+        assert ctl.check_output(f'squeue -h -j {job} -o %T').strip() == 'RUNNING'
+        assert FIRST not in drain_reasons(ctl)
+    finally:
+        ctl.run(f'scancel {job}')
+        deadline = time.monotonic() + 60
+        while (ctl.check_output(f'sinfo -h -n {FIRST} -o %T').split() or [''])[0] != 'idle' and time.monotonic() < deadline:
+            time.sleep(1)
 
 
 def test_admin_drain_survives_a_validate_run(simulated, ctl):

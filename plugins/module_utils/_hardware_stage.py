@@ -1,0 +1,106 @@
+# Copyright: (c) 2026, llmforge.cluster contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""validate.yml's hardware stage on one node, whichever way it is started.
+
+Standard library only, no Ansible import. The stage runs three validators on a node: gpu_topology, rdma_links and
+kernel_faults. It is started either by Ansible (the validate role's hardware tasks run the three modules, each a
+task registered as ``__validate_<name>``) or through Slurm (one `srun` step across the nodes runs
+``llmforge-validate-node``, programs/_validate_node.py, which calls `node_results`). Both end here: the modules'
+work functions (each validator's ``module_work``) and the result a module returns with
+``fail_on_mismatch: false`` (`outcome`), so the two paths give the report the same results.
+
+A stage's parameters are the modules' options, by validator name (``{"gpu_topology": {"profile": "h100-sxm"},
+...}``); an option left out takes the module's default (DEFAULTS).
+"""
+
+from __future__ import annotations
+
+import traceback
+import typing as t
+
+from ansible_collections.llmforge.cluster.plugins.module_utils import _gpu_topology as gpu
+from ansible_collections.llmforge.cluster.plugins.module_utils import _kernel_log as kernel_log
+from ansible_collections.llmforge.cluster.plugins.module_utils import _rdma_links as rdma
+from ansible_collections.llmforge.cluster.plugins.module_utils import _validators as validators
+from ansible_collections.llmforge.cluster.plugins.module_utils._module_errors import Input, describe
+
+# Each validator's options as its module declares them, with the module's defaults.
+DEFAULTS: t.Mapping[str, t.Mapping[str, t.Any]] = {
+    'gpu_topology': {'profile': None, 'expected': {}, 'nvidia_smi_path': 'nvidia-smi', 'timeout': 30},
+    'rdma_links': {'sysfs_root': '/sys', 'expected': {}},
+    'kernel_faults': {'source': kernel_log.JOURNAL, 'journalctl_path': 'journalctl', 'state_file': None,
+                      'since': None, 'boot_id_file': kernel_log.DEFAULT_BOOT_ID_FILE, 'gpus': None,
+                      'nvidia_smi_path': 'nvidia-smi', 'sysfs_root': '/sys', 'timeout': 30},
+}
+# Each validator's work (the function its module runs) and its empty result and errors.
+WORK: t.Mapping[str, t.Callable[[t.Mapping[str, t.Any], Input], dict[str, t.Any]]] = {
+    'gpu_topology': gpu.module_work,
+    'rdma_links': rdma.module_work,
+    'kernel_faults': kernel_log.module_work,
+}
+EMPTY: t.Mapping[str, t.Mapping[str, t.Any]] = {
+    'gpu_topology': gpu.EMPTY_RESULT,
+    'rdma_links': rdma.EMPTY_RESULT,
+    'kernel_faults': kernel_log.EMPTY_RESULT,
+}
+# The exceptions that mean bad input or a failed reading: the module fails with their message.
+ERRORS: t.Mapping[str, t.Tuple[t.Type[BaseException], ...]] = {
+    'gpu_topology': (gpu.GpuTopologyError,),
+    'rdma_links': (rdma.RdmaLinksError,),
+    'kernel_faults': (kernel_log.KernelLogError,),
+}
+STAGE = tuple(DEFAULTS)
+
+
+class StageError(ValueError):
+    """The stage's parameters are unusable; the message names the validator and the option."""
+
+
+def command_path(name: str) -> str:
+    """A command's path as the modules run it: as given when it has a '/', else the first of that name in the
+    system directories, else the bare name (whose run then fails naming it)."""
+    if '/' in name:
+        return name
+    return validators.find_command(name) or name
+
+
+def outcome(name: str, params: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
+    """What the `name` module returns with ``fail_on_mismatch: false`` as a dict: its result and ``changed``, or
+    ``failed`` with ``msg`` and the empty result when it could not judge the node."""
+    current = Input()
+    try:
+        result = WORK[name](params, current)
+    except ERRORS[name] as err:
+        return dict(EMPTY[name], failed=True, msg=str(err))
+    except Exception as err:  # pylint: disable=broad-except  # the modules' last resort, as a result
+        return dict(EMPTY[name], failed=True, msg=describe(err, current.what), exception=traceback.format_exc())
+    return dict(result, changed=result.get('changed', False))
+
+
+def checked_params(given: t.Any) -> dict[str, dict[str, t.Any]]:
+    """The stage's parameters with the modules' defaults filled in; StageError names a wrong validator or option."""
+    if not isinstance(given, t.Mapping):
+        raise StageError(f'the hardware stage parameters must be an object of validator name to options, got {given!r}')
+    unknown = sorted(set(given) - set(STAGE))
+    if unknown:
+        raise StageError(f"unknown validator(s) {', '.join(map(str, unknown))}; the hardware stage runs {', '.join(STAGE)}")
+    params = {}
+    for name in STAGE:
+        options = given.get(name) or {}
+        if not isinstance(options, t.Mapping):
+            raise StageError(f'{name}: its options must be an object, got {options!r}')
+        extra = sorted(set(options) - set(DEFAULTS[name]))
+        if extra:
+            raise StageError(f"{name}: unknown option(s) {', '.join(map(str, extra))}; known: {', '.join(DEFAULTS[name])}")
+        merged = dict(DEFAULTS[name], **{key: value for key, value in options.items() if value is not None})
+        for option in ('nvidia_smi_path', 'journalctl_path'):
+            if option in merged:
+                merged[option] = command_path(str(merged[option]))
+        params[name] = merged
+    return params
+
+
+def node_results(given: t.Any) -> dict[str, dict[str, t.Any]]:
+    """`{validator: result}` of this node: the three modules' results, as the Ansible path registers them."""
+    params = checked_params(given)
+    return {name: outcome(name, params[name]) for name in STAGE}
