@@ -191,4 +191,3 @@ def read_states(plan: t.Iterable[t.Mapping[str, t.Any]], text: str) -> list[dict
             lines[name.group(1)] = line
     return [{'rc': 0, 'stdout': lines[entry['slurm_name']], 'item': entry} if entry['slurm_name'] in lines
             else {'rc': 1, 'stdout': '', 'item': entry} for entry in plan]
-

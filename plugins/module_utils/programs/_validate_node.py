@@ -158,7 +158,3 @@ def main(argv: t.Optional[list[str]] = None) -> int:
     path = os.path.join(args.metrics, METRICS_FILE)
     sys.stdout.write(f"{PROGRAM} on {node}: {'wrote' if written else 'unchanged'} {path}\n")
     return 0
-
-
-if __name__ == '__main__':
-    sys.exit(main())
