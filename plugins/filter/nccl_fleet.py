@@ -35,7 +35,7 @@ def nccl_ready_nodes(nodes, hostvars, validators=UNSET, hardware=None):
     ready = []
     for node in nodes:
         if hardware and node in hardware:
-            facts = {f'__validate_{name}': result for name, result in hardware[node].items()}
+            facts = {variable: hardware[node].get(name) for name, variable in report.REGISTERED_VALIDATORS.items()}
         else:
             facts = hostvars[node]
         results = [facts.get(name) if hasattr(facts, 'get') else None for name in validators]

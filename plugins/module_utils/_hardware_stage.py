@@ -43,12 +43,6 @@ EMPTY: t.Mapping[str, t.Mapping[str, t.Any]] = {
     'rdma_links': rdma.EMPTY_RESULT,
     'kernel_faults': kernel_log.EMPTY_RESULT,
 }
-# The exceptions that mean bad input or a failed reading: the module fails with their message.
-ERRORS: t.Mapping[str, t.Tuple[t.Type[BaseException], ...]] = {
-    'gpu_topology': (gpu.GpuTopologyError,),
-    'rdma_links': (rdma.RdmaLinksError,),
-    'kernel_faults': (kernel_log.KernelLogError,),
-}
 STAGE = tuple(DEFAULTS)
 
 
@@ -68,9 +62,11 @@ def outcome(name: str, params: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
     """What the `name` module returns with ``fail_on_mismatch: false`` as a dict: its result and ``changed``, or
     ``failed`` with ``msg`` and the empty result when it could not judge the node."""
     current = Input()
+    # The exceptions that mean bad input or a failed reading (the registry's, as the module's): their message.
+    errors = validators.registry()[name].errors
     try:
         result = WORK[name](params, current)
-    except ERRORS[name] as err:
+    except errors as err:
         return dict(EMPTY[name], failed=True, msg=str(err))
     except Exception as err:  # pylint: disable=broad-except  # the modules' last resort, as a result
         return dict(EMPTY[name], failed=True, msg=describe(err, current.what), exception=traceback.format_exc())

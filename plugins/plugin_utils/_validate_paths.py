@@ -41,13 +41,13 @@ class PlanError(ValueError):
 
 
 def node_states(lines: t.Iterable[str]) -> dict[str, dict[str, t.Any]]:
-    """{slurm name: {state, reason, words}} of `scontrol show node -o` output lines (one node per line)."""
+    """{slurm name: {state, words}} of `scontrol show node -o` output lines (one node per line)."""
     states = {}
     for line in lines:
         parsed = drain.parse_node(str(line))
         if parsed['name']:
             words = [word for word in parsed['state'].upper().replace('*', '').split('+') if word]
-            states[parsed['name']] = {'state': parsed['state'], 'reason': parsed['reason'], 'words': words}
+            states[parsed['name']] = {'state': parsed['state'], 'words': words}
     return states
 
 
@@ -119,7 +119,7 @@ def _steps(nodes: t.Sequence[str], slurm_names: t.Mapping[str, str], params: t.M
         stage_params, count, textfile_dir = json.loads(key)
         names = [slurm_names.get(host) or host for host in hosts]
         nodelist = hostlist.compress(names)
-        srun = srun_argv(nodelist, len(names), count, options, [])
+        srun = srun_argv(nodelist, len(names), count, options)
         program = str(options.get('program') or PROGRAM)
         steps.append({'hosts': hosts, 'nodelist': nodelist, 'srun': srun, 'program': program, 'textfile_dir': textfile_dir,
                       'gpus': count,
@@ -127,9 +127,9 @@ def _steps(nodes: t.Sequence[str], slurm_names: t.Mapping[str, str], params: t.M
     return steps
 
 
-def srun_argv(nodelist: str, count: int, gpus: int, options: t.Mapping[str, t.Any], command: t.Sequence[str]) -> list[str]:
-    """srun's argv: one task on each of `count` nodes of `nodelist`, all their GPUs, bounded in time, never queued
-    longer than `immediate` seconds, the command's output line-buffered per task."""
+def srun_argv(nodelist: str, count: int, gpus: int, options: t.Mapping[str, t.Any]) -> list[str]:
+    """srun's options, before the program: one task on each of `count` nodes of `nodelist`, all their GPUs, bounded
+    in time, never queued longer than `immediate` seconds."""
     argv = ['srun', f'--job-name={JOB_NAME}', f'--nodes={count}', f'--ntasks={count}', '--ntasks-per-node=1',
             f'--nodelist={nodelist}', '--exclusive', f"--immediate={int(options.get('immediate') or 60)}",
             f"--time={int(options.get('time_minutes') or 5)}", '--kill-on-bad-exit=0', '--no-kill']
@@ -138,8 +138,7 @@ def srun_argv(nodelist: str, count: int, gpus: int, options: t.Mapping[str, t.An
     for option in ('partition', 'reservation'):
         if options.get(option):
             argv.append(f'--{option}={options[option]}')
-    argv += [str(arg) for arg in options.get('srun_args') or []]
-    return argv + list(command)
+    return argv + [str(arg) for arg in options.get('srun_args') or []]
 
 
 def node_results(plan_: t.Mapping[str, t.Any], runs: t.Sequence[t.Mapping[str, t.Any]],
@@ -203,7 +202,7 @@ def metrics_plan(plan_: t.Mapping[str, t.Any], scontrol: t.Optional[t.Mapping[st
         if idle:
             nodelist = hostlist.compress([slurm_names.get(host) or host for host in idle])
             steps.append(dict(step, hosts=idle, nodelist=nodelist,
-                              srun=srun_argv(nodelist, len(idle), int(step.get('gpus') or 0), options, [])))
+                              srun=srun_argv(nodelist, len(idle), int(step.get('gpus') or 0), options)))
     return {'steps': steps, 'ansible': list(plan_.get('ansible') or []) + moved}
 
 

@@ -18,8 +18,8 @@ and rename, mode 0644; DIR made 0755 if missing), as the Ansible path's copy tas
 ``unchanged``.
 
 Run by root from the first controller's srun; it reads only its arguments, its standard input and the hardware.
-Exit status: 0 when the line was printed (a failing node is a result, not an error), 2 unusable arguments or
-input, 3 the metrics file could not be written.
+Exit status: 0 when the lines were printed or the metrics file handled (a failing node is a result, not an error),
+2 unusable arguments or input, 3 the metrics file could not be written.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from ansible_collections.llmforge.cluster.plugins.module_utils import _files as 
 from ansible_collections.llmforge.cluster.plugins.module_utils import _hardware_stage as stage
 
 PROGRAM = 'llmforge-validate-node'
-# What starts the result line in srun's output (which may hold other lines: Slurm's own messages).
+# What starts each result line in srun's output (which may hold other lines: Slurm's own messages).
 MARKER = PROGRAM
 METRICS_FILE = 'llmforge_validate.prom'
 # Characters of standard input read for --metrics at most (4,096 nodes' distinct texts fit many times over).
