@@ -20,9 +20,13 @@ from conftest import NODES, drain_reasons, set_hardware
 from scenario_helpers import run_playbook
 
 RUNS = '/shared/llmforge/runs'
+# The fleet comparison is widened here: the two nodes are containers sharing two CPU cores with the single-host
+# Ceph, so one 20-step CPU run's tokens/s differs between nodes by up to ~20 % with nothing wrong (6,746 against
+# 8,077 in one run). The comparison itself is unit-tested (tests/unit/test_training_fleet.py); the floor test
+# below proves a slow node is drained with its figure.
 TRAINING = {'validate_training': True, 'validate_training_tasks_per_node': 1, 'validate_training_gpus_per_node': 0,
             'validate_training_args': ['--steps', '20', '--ckpt-every-steps', '0', '--device', 'cpu'],
-            'validate_training_timeout': 300}
+            'validate_training_timeout': 300, 'validate_training_fleet_tolerance_pct': 50}
 TEXTFILE = '/var/lib/node_exporter/textfile/llmforge_validate.prom'
 
 
