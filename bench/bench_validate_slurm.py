@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import pathlib
 import sys
 import tempfile
@@ -38,6 +37,7 @@ from ansible_collections.llmforge.cluster.plugins.filter.report import (  # noqa
 from ansible_collections.llmforge.cluster.plugins.filter.validate_paths import (  # noqa: E402
     validate_hardware_plan, validate_metrics_payload, validate_slurm_results)
 from ansible_collections.llmforge.cluster.plugins.module_utils import _hardware_stage as stage  # noqa: E402
+from ansible_collections.llmforge.cluster.plugins.module_utils import _node_lines as node_lines  # noqa: E402
 from ansible_collections.llmforge.cluster.plugins.module_utils.programs import _validate_node as program  # noqa: E402
 
 FIXTURES = REPO / 'tests' / 'fixtures'
@@ -69,9 +69,7 @@ def srun_output(names: list[str], results: dict) -> str:
     """What srun prints for the step: every node's numbered lines, the nodes' lines dealt out in turns."""
     per_node = []
     for name in names:
-        text = json.dumps({'node': name, 'results': results}, sort_keys=True, separators=(',', ':'), ensure_ascii=True)
-        pieces = [text[start:start + program.CHUNK] for start in range(0, len(text), program.CHUNK)]
-        per_node.append([f'{program.MARKER} {name} {index}/{len(pieces)} {piece}' for index, piece in enumerate(pieces, 1)])
+        per_node.append(node_lines.lines(program.MARKER, name, 'results', results))
     lines = [lines_[turn] for turn in range(max(map(len, per_node))) for lines_ in per_node if turn < len(lines_)]
     return '\n'.join(lines) + '\n'
 

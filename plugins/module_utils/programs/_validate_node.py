@@ -27,13 +27,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import stat
 import sys
 import typing as t
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import _files as files
 from ansible_collections.llmforge.cluster.plugins.module_utils import _hardware_stage as stage
+from ansible_collections.llmforge.cluster.plugins.module_utils import _node_lines as node_lines
 
 PROGRAM = 'llmforge-validate-node'
 # What starts each result line in srun's output (which may hold other lines: Slurm's own messages).
@@ -41,9 +41,6 @@ MARKER = PROGRAM
 METRICS_FILE = 'llmforge_validate.prom'
 # Characters of standard input read for --metrics at most (4,096 nodes' distinct texts fit many times over).
 MAX_INPUT = 64 * 1024 * 1024
-# Characters of the result per output line: with the marker, node name and counter, about half of slurmstepd's 1 KiB.
-CHUNK = 480
-_LINE = re.compile(rf'^{re.escape(MARKER)} (\S{{1,200}}) ([0-9]{{1,7}})/([0-9]{{1,7}}) (.*)$')
 
 
 class InputError(ValueError):
@@ -56,45 +53,18 @@ def node_name(given: t.Optional[str] = None) -> str:
 
 
 def result_lines(node: str, params: t.Any) -> list[str]:
-    """The lines this node prints: {node, results} as compact ASCII JSON with sorted keys, cut into pieces of at most
-    CHUNK characters, each on a line of its own: `llmforge-validate-node <node> <index>/<count> <piece>`.
-
-    Short lines because slurmstepd forwards a task's output a whole line at a time only up to its message size
-    (1 KiB): a longer line reaches srun in parts, which the parts of another node's line can come between."""
+    """The lines this node prints: {node, results} in numbered pieces (module_utils/_node_lines.py)."""
     try:
         results = stage.node_results(params)
     except stage.StageError as err:
         raise InputError(f'--params: {err}') from None
-    text = json.dumps({'node': node, 'results': results}, sort_keys=True, separators=(',', ':'), ensure_ascii=True)
-    pieces = [text[start:start + CHUNK] for start in range(0, len(text), CHUNK)] or ['']
-    return [f'{MARKER} {node} {index}/{len(pieces)} {piece}' for index, piece in enumerate(pieces, 1)]
+    return node_lines.lines(MARKER, node, 'results', results)
 
 
 def parse_output(text: str) -> dict[str, dict[str, t.Any]]:
     """{node: results} of every node whose pieces are all in `text` (srun's output: other lines are ignored, and a
     node with a piece missing or unreadable gives nothing)."""
-    pieces: dict[str, dict[int, str]] = {}
-    counts: dict[str, int] = {}
-    for line in text.splitlines():
-        match = _LINE.match(line)
-        if not match:
-            continue
-        node, index, count = match.group(1), int(match.group(2)), int(match.group(3))
-        if counts.setdefault(node, count) != count or not 1 <= index <= count:
-            counts[node] = -1
-            continue
-        pieces.setdefault(node, {})[index] = match.group(4)
-    found = {}
-    for node, count in counts.items():
-        if count < 1 or sorted(pieces.get(node, {})) != list(range(1, count + 1)):
-            continue
-        try:
-            data = json.loads(''.join(pieces[node][index] for index in range(1, count + 1)))
-        except ValueError:
-            continue
-        if isinstance(data, dict) and data.get('node') == node and isinstance(data.get('results'), dict):
-            found[node] = data['results']
-    return found
+    return node_lines.read(MARKER, 'results', text)
 
 
 def metrics_text(payload: t.Any, node: str) -> str:
