@@ -14,6 +14,11 @@ a few RMAs. Then, medians of REPEATS runs:
 - inserts: events a second, batched (1,000 a transaction, as a tick's observations) and one a transaction (as a
   tick's per-node decisions).
 
+Bounds (exit status 1 past any), about 4 times the figures of the 2-core test machine at the default rates (decide
+0.50 s, tick 1.04 s, 32,600 events/s batched, 11,300 one a transaction): decide within DECIDE_BOUND_S (2.0 s), tick
+within TICK_BOUND_S (4.0 s), at least BATCHED_FLOOR (8,000) and SINGLE_FLOOR (2,800) events a second; checked at
+the default rates only.
+
 Run from the repository root: .venv/bin/python bench/bench_ledger.py [--sightings-per-node-day N]
 """
 
@@ -42,6 +47,10 @@ FAULT_RATE = 0.015
 SIGHTINGS_PER_NODE_DAY = 3.0
 JOBS_PER_DAY = 40000
 REPEATS = 5
+DECIDE_BOUND_S = 2.0
+TICK_BOUND_S = 4.0
+BATCHED_FLOOR = 8000  # events a second
+SINGLE_FLOOR = 2800
 NOW = 1_800_000_000.0
 DAY = 86400.0
 
@@ -185,7 +194,7 @@ class FakeSlurm:
         return proc.Completed(0, '', '')
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n', maxsplit=1)[0])
     parser.add_argument('--sightings-per-node-day', type=float, default=SIGHTINGS_PER_NODE_DAY)
     args = parser.parse_args()
@@ -266,7 +275,22 @@ def main() -> None:
         print(f'inserts: {len(batch) / batched_seconds:,.0f} events/s batched (1,000 a transaction), '
               f'{len(single) / single_seconds:,.0f} events/s one a transaction (medians of {REPEATS}, cleanup included)')
         ledger.close()
+    checks = (('decide', decide_seconds <= DECIDE_BOUND_S, f'{decide_seconds:.3f} s, bound {DECIDE_BOUND_S} s'),
+              ('tick', tick_times[REPEATS // 2] <= TICK_BOUND_S, f'{tick_times[REPEATS // 2]:.3f} s, bound {TICK_BOUND_S} s'),
+              ('batched inserts', len(batch) / batched_seconds >= BATCHED_FLOOR,
+               f'{len(batch) / batched_seconds:,.0f} events/s, at least {BATCHED_FLOOR:,}'),
+              ('single inserts', len(single) / single_seconds >= SINGLE_FLOOR,
+               f'{len(single) / single_seconds:,.0f} events/s, at least {SINGLE_FLOOR:,}'))
+    if args.sightings_per_node_day != SIGHTINGS_PER_NODE_DAY:
+        print('bounds not checked: they are for the default rates')
+        return 0
+    failed = [f'{label}: {text}' for label, within, text in checks if not within]
+    for line in failed:
+        print(f'FAIL: {line}', file=sys.stderr)
+    if not failed:
+        print('within the bounds: ' + '; '.join(f'{label} {text}' for label, _within, text in checks))
+    return 1 if failed else 0
 
 
 if __name__ == '__main__':
-    main()
+    sys.exit(main())

@@ -9,12 +9,16 @@ slurm_common's as a play does (tests/unit/role_render.py), for the controller of
 32 racks of three hardware generations. topology.conf comes from what ib_topology returns for a generated 3-level,
 8-rail fat-tree of the same hosts. Each figure is the wall time of one render in a fresh process (Ansible's start
 included), median of 3; the line counts show how hostlist compression keeps the files small.
+
+Bounds (exit status 1 past any), about 4 times the figures of the 2-core test machine (slurm.conf 1.35 s, gres.conf
+1.14 s, topology.conf 0.72 s): BOUNDS.
 """
 
 from __future__ import annotations
 
 import random
 import statistics
+import sys
 import time
 
 from bench_ib_topology import load_generator
@@ -26,6 +30,7 @@ from ansible_collections.llmforge.cluster.plugins.module_utils import _ib_topolo
 
 REPEATS = 3
 CONTROLLER = 'ctl1'
+BOUNDS = {'slurm.conf.j2': 5.0, 'gres.conf.j2': 4.5, 'topology.conf.j2': 3.0}  # seconds, median of REPEATS
 
 
 def fabric_result(hosts: list[str]) -> dict:
@@ -34,7 +39,7 @@ def fabric_result(hosts: list[str]) -> dict:
     return ib.analyse(text, hosts=hosts)
 
 
-def main() -> None:
+def main() -> int:
     hostvars, groups, partitions = synthetic_cluster(random.Random(SEED))
     node_groups = sorted(groups)
     hosts = dict(hostvars)
@@ -46,6 +51,7 @@ def main() -> None:
              'slurm_controller_topology_source': 'fabric', '__slurm_controller_fabric': fabric,
              'common_in_container': False}
     print(f'nodes: {len(hostvars)} in {len(groups)} racks, fabric: {fabric["counts"]}')
+    failed = []
     for template in ('slurm.conf.j2', 'gres.conf.j2', 'topology.conf.j2'):
         timings, result = [], {}
         for _repeat in range(REPEATS):
@@ -67,9 +73,15 @@ def main() -> None:
             leaves = [name for line in lines if ' Nodes=' in line
                       for name in _hostlist.expand(line.split(' Nodes=', 1)[1])]
             assert sorted(leaves) == sorted(hostvars), 'topology.conf lost or repeated nodes'
-        print(f'{template:<17} median of {REPEATS}: {statistics.median(timings):.2f} s, {len(lines)} lines, '
+        seconds = statistics.median(timings)
+        print(f'{template:<17} median of {REPEATS}: {seconds:.2f} s (bound {BOUNDS[template]} s), {len(lines)} lines, '
               f'{len(text)} characters')
+        if seconds > BOUNDS[template]:
+            failed.append(f'{template} took {seconds:.2f} s, over the bound of {BOUNDS[template]} s')
+    for line in failed:
+        print(f'FAIL: {line}', file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == '__main__':
-    main()
+    sys.exit(main())

@@ -47,8 +47,9 @@ DEFAULTS = {'validate_nvidia_smi': 'nvidia-smi', 'validate_sysfs_root': '/sys', 
             'monitoring_textfile_dir': '/var/lib/node_exporter/textfile'}
 
 
-def one_node(work: pathlib.Path) -> dict:
-    """The real results of one healthy HGX H200 node with 8 NDR ports."""
+def one_node(work: pathlib.Path, tree: str = 'ndr8_healthy') -> dict:
+    """The real results of one HGX H200 node with 8 NDR ports, its sysfs tree the fixture's `tree` (healthy by
+    default; `ndr8_port_down`: mlx5_3 port 1 down)."""
     spec = importlib.util.spec_from_file_location('make_sysfs_trees', FIXTURES / 'rdma' / 'make_sysfs_trees.py')
     trees = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(trees)
@@ -56,7 +57,7 @@ def one_node(work: pathlib.Path) -> dict:
     smi.write_text(f'#!/bin/sh\nNVIDIA_SMI_SHIM_DIR={FIXTURES / "gpu" / "hgx-h200-8"} '
                    f'exec {FIXTURES / "gpu" / "nvidia-smi-shim"} "$@"\n', encoding='utf-8')
     smi.chmod(0o755)
-    sysfs = trees.build('ndr8_healthy', work / 'sys')
+    sysfs = trees.build(tree, work / 'sys')
     log = work / 'kernel.log'
     log.write_text('', encoding='utf-8')
     return stage.node_results({

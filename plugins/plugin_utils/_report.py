@@ -8,8 +8,28 @@ Pure Python (standard library only, no Ansible import). The input is what the co
 stage: its all-node run) add ``{stage: {checks, healthy, title, facts, nodes, columns}}``: cluster-level checks, a
 table of per-node measurements and a few facts.
 
-The HTML page is built from strings, every value through one escaping helper (`_e`); the page is small, and
-keeping it in Python keeps the whole report testable without a template engine.
+The HTML page is built from strings, every value through one escaping helper (`_e`), which keeps the whole report
+testable without a template engine. It reads top down: the summary (verdict; counts of healthy, failing and not
+validated nodes; the cluster stages; the failing checks and the warnings grouped by check, with their nodes as a
+Slurm hostlist; the not validated nodes by reason), then the nodes, failing ones first, then every failing check and
+warning with its expected and actual value, the cluster stages' sections and the GPU topology matrices.
+
+A node is healthy when no check of it fails and at least one passed or warned; not validated when it is not failing
+and none did (every check skipped, e.g. a node the Slurm path left alone because it was busy or down). The page's
+"healthy nodes" counts only validated ones; report.json's summary.healthy_nodes counts every node not failing.
+
+How much the page shows depends on the cluster's size, so that a fleet's page stays a few MiB and opens in a
+browser in well under two seconds (bench/bench_report_html.py: 4,096 nodes):
+
+- at most FULL_PAGE_NODES (64) nodes: everything, as one table of every node with each validator's counts and
+  every node's topology matrix;
+- more: the failing nodes in that table; the not validated and the healthy nodes each in one collapsed
+  `<details>` section, one line a node (its reason, or "N checks passed"), their checks not repeated; at most
+  MAX_DETAIL_ROWS failing checks (and as many warnings) listed one by one, whole nodes at a time, the further nodes
+  named as a hostlist (the summary's grouping counts every check); the topology matrices of failing nodes only, at
+  most MAX_TOPOLOGY_GRIDS; a stage's per-node table and its passing checks collapsed past FULL_PAGE_NODES rows.
+
+report.json keeps every check of every node, and junit.xml every testcase: they are the complete record.
 """
 
 from __future__ import annotations
@@ -20,6 +40,7 @@ import re
 import typing as t
 import xml.etree.ElementTree as ET
 
+from ansible_collections.llmforge.cluster.plugins.module_utils import _hostlist as hostlist
 from ansible_collections.llmforge.cluster.plugins.module_utils import _validators as validators
 from ansible_collections.llmforge.cluster.plugins.module_utils._checks import finite
 
@@ -376,6 +397,12 @@ def render_junit(report: t.Mapping[str, t.Any]) -> str:
 
 # --- HTML ------------------------------------------------------------------------------------------
 
+FULL_PAGE_NODES = 64  # the most nodes whose page shows everything (see the module docstring)
+MAX_DETAIL_ROWS = 1000  # a larger cluster's page lists this many failing checks (and warnings) one by one, at most
+MAX_TOPOLOGY_GRIDS = 16  # and the topology matrices of this many failing nodes, at most
+MAX_LISTED_NAMES = 8  # the verdict names this many nodes one by one; more as a hostlist
+NODE_STATES = {'fail': 'FAILING', 'skip': 'not validated', 'pass': 'healthy'}  # in the order nodes are listed
+
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;padding:24px 32px;color:#1f2933;background:#f5f7fa}
 h1{margin:0 0 4px;font-size:26px}h2{font-size:20px;margin:32px 0 12px}h3{font-size:16px;margin:16px 0 8px}
@@ -392,6 +419,12 @@ th,td{border:1px solid #d9e2ec;padding:6px 10px;text-align:left;vertical-align:t
 thead th{background:#e4e7eb}
 tr.node.fail td.status{background:#ffe3e3;color:#610404;font-weight:700}
 tr.node.pass td.status{background:#e3f9e5;color:#05400a;font-weight:700}
+tr.node.skip td.status{background:#e4e7eb;color:#3e4c59;font-weight:700}
+.card.unvalidated{border-top-color:#616e7c}
+ul.stages{padding-left:20px}li.fail a{color:#a61b1b;font-weight:600}
+td.hosts{max-width:640px}td.count{text-align:right}.more{color:#52606d}
+details.nodes,details.stage-nodes,details.stage-checks{margin:12px 0}
+details>summary{cursor:pointer;font-weight:600;padding:6px 0}
 td.fail{color:#a61b1b;font-weight:600}td.warn{color:#8d2b0b;font-weight:600}
 code{font-family:ui-monospace,"SFMono-Regular",Menlo,Consolas,monospace;font-size:13px;white-space:pre-wrap;word-break:break-word}
 .none{color:#52606d;font-style:italic}
@@ -421,74 +454,240 @@ def relation_kind(relation: str) -> str:
 
 
 def _card(kind: str, value: int, label: str) -> str:
-    return f'<div class="card {kind}"><span class="value">{value}</span><span class="label">{_e(label)}</span></div>'
+    return f'<div class="card {kind}"><span class="value">{value:,}</span><span class="label">{_e(label)}</span></div>'
 
 
-def _summary_html(report: t.Mapping[str, t.Any]) -> list[str]:
+def _node_state(node: t.Mapping[str, t.Any]) -> str:
+    """'fail' (failing), 'skip' (not validated: no check of it passed or warned, e.g. a busy node the Slurm path left
+    alone) or 'pass' (healthy)."""
+    if not node['healthy']:
+        return 'fail'
+    counts = node['counts']
+    return 'pass' if counts['pass'] or counts['warn'] else 'skip'
+
+
+def _by_state(report: t.Mapping[str, t.Any]) -> dict[str, list[t.Mapping[str, t.Any]]]:
+    """The report's nodes by _node_state, each list in the report's (natural) order."""
+    grouped: dict[str, list[t.Mapping[str, t.Any]]] = {state: [] for state in NODE_STATES}
+    for node in report['nodes']:
+        grouped[_node_state(node)].append(node)
+    return grouped
+
+
+def _hostlist(names: t.Sequence[str]) -> str:
+    """The names as a Slurm hostlist (`gpu[0001-0040,0042]`); names a hostlist cannot hold, comma-separated."""
+    try:
+        return hostlist.compress(names)
+    except hostlist.HostlistError:
+        return ', '.join(names)
+
+
+def _named(names: t.Sequence[str]) -> str:
+    """Nodes in a sentence: one by one when they are few, else as a hostlist with their count."""
+    if len(names) <= MAX_LISTED_NAMES:
+        return ', '.join(names)
+    return f'{_hostlist(names)} ({len(names):,} nodes)'
+
+
+def _plural(count: int, word: str) -> str:
+    return f'{count} {word}' if count == 1 else f'{count} {word}s'
+
+
+def _why_not_validated(node: t.Mapping[str, t.Any]) -> str:
+    """The message of a not validated node's first skipped check (the Slurm path's reason), or that it has none."""
+    return next((item['message'] for item in node['checks'] if item['status'] == 'skip' and item['message']),
+                'no checks were run')
+
+
+def _grouped_checks(nodes: t.Iterable[t.Mapping[str, t.Any]], status: str) -> list[tuple[tuple[str, str], dict[str, t.Any]]]:
+    """The nodes' checks of one status by (validator, check name): the nodes (each once, in order), the number of
+    checks and the first one; the groups of most nodes first."""
+    groups: dict[tuple[str, str], dict[str, t.Any]] = {}
+    for node in nodes:
+        for item in node['checks']:
+            if item['status'] != status:
+                continue
+            key = (item['validator'], item['name'])
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = {'nodes': [], 'checks': 0, 'first': (node['name'], item)}
+            if not group['nodes'] or group['nodes'][-1] != node['name']:
+                group['nodes'].append(node['name'])
+            group['checks'] += 1
+    return sorted(groups.items(), key=lambda pair: (-len(pair[1]['nodes']), pair[0]))
+
+
+def _grouped_html(nodes: t.Sequence[t.Mapping[str, t.Any]], status: str, title: str) -> list[str]:
+    """A summary table of the checks of one status grouped by check, the nodes of each as a hostlist."""
+    groups = _grouped_checks(nodes, status)
+    if not groups:
+        return []
+    out = [f'<h3>{_e(title)}</h3>', f'<table class="by-check {status}">',
+           '<thead><tr><th>Validator</th><th>Check</th><th>Nodes</th><th>Host list</th><th>Checks</th>'
+           '<th>Example</th></tr></thead>', '<tbody>']
+    for (validator, name), group in groups:
+        node, item = group['first']
+        first = f"{node} {item['subject']}: {item['message']}" if item['message'] else f"{node} {item['subject']}"
+        out.append(f'<tr data-validator="{_e(validator)}" data-check="{_e(name)}"><td>{_e(validator)}</td>'
+                   f'<td class="{status}">{_e(name)}</td><td class="count">{len(group["nodes"])}</td>'
+                   f'<td class="hosts"><code>{_e(_hostlist(group["nodes"]))}</code></td>'
+                   f'<td class="count">{group["checks"]}</td><td class="message">{_e(first)}</td></tr>')
+    out += ['</tbody>', '</table>']
+    return out
+
+
+def _unvalidated_html(nodes: t.Sequence[t.Mapping[str, t.Any]]) -> list[str]:
+    """A summary table of the not validated nodes by reason."""
+    if not nodes:
+        return []
+    reasons: dict[str, list[str]] = {}
+    for node in nodes:
+        reasons.setdefault(_why_not_validated(node), []).append(node['name'])
+    out = ['<h3>Not validated</h3>', '<table class="by-reason">',
+           '<thead><tr><th>Why</th><th>Nodes</th><th>Host list</th></tr></thead>', '<tbody>']
+    for why, names in sorted(reasons.items(), key=lambda pair: (-len(pair[1]), pair[0])):
+        out.append(f'<tr><td class="message">{_e(why)}</td><td class="count">{len(names)}</td>'
+                   f'<td class="hosts"><code>{_e(_hostlist(names))}</code></td></tr>')
+    out += ['</tbody>', '</table>']
+    return out
+
+
+def _summary_html(report: t.Mapping[str, t.Any], by_state: t.Mapping[str, t.Sequence[t.Mapping[str, t.Any]]]) -> list[str]:
     summary = report['summary']
     counts = summary['checks']
-    verdict = f"{summary['healthy_nodes']} of {summary['nodes']} nodes healthy"
-    if summary.get('failing'):
-        verdict += ' \u2014 failing: ' + ', '.join(summary['failing'])
+    failing, unvalidated, healthy = by_state['fail'], by_state['skip'], by_state['pass']
+    verdict = f"{len(healthy):,} of {summary['nodes']:,} nodes healthy"
+    if failing:
+        verdict += ' \u2014 failing: ' + _named([node['name'] for node in failing])
+    if unvalidated:
+        verdict += ' \u2014 not validated: ' + _named([node['name'] for node in unvalidated])
     if summary.get('failing_stages'):
         verdict += ' \u2014 failing cluster stages: ' + ', '.join(summary['failing_stages'])
-    return [
+    out = [
         '<section id="summary">', '<h2>Summary</h2>',
         f'<p class="verdict {"ok" if summary["healthy"] else "bad"}">{_e(verdict)}</p>',
         '<div class="cards">',
         _card('nodes', summary['nodes'], 'nodes'),
-        _card('healthy', summary['healthy_nodes'], 'healthy nodes'),
-        _card('failing', summary['failing_nodes'], 'failing nodes'),
+        _card('healthy', len(healthy), 'healthy nodes'),
+        _card('failing', len(failing), 'failing nodes'),
+        _card('unvalidated', len(unvalidated), 'not validated'),
         _card('pass', counts['pass'], 'checks passed'),
         _card('fail', counts['fail'], 'checks failed'),
         _card('warn', counts['warn'], 'warnings'),
         _card('skip', counts['skip'], 'skipped'),
-        '</div>', '</section>',
+        '</div>',
     ]
-
-
-def _nodes_html(report: t.Mapping[str, t.Any]) -> list[str]:
-    validators = report['summary']['validators']
-    head = ''.join(f'<th>{_e(v)}</th>' for v in validators)
-    out = ['<section id="nodes">', '<h2>Nodes</h2>', '<table>',
-           f'<thead><tr><th>Node</th><th>Status</th>{head}<th>Passed</th><th>Failed</th><th>Warnings</th>'
-           '<th>Skipped</th></tr></thead>', '<tbody>']
-    for node in report['nodes']:
-        state = 'pass' if node['healthy'] else 'fail'
-        cells = []
-        for validator in validators:
-            own = node['validators'].get(validator)
-            if own is None:
-                cells.append('<td class="absent">not run</td>')
-                continue
-            counts = own['counts']
-            text = f"{counts['pass']} passed, {counts['fail']} failed" + (f", {counts['warn']} warnings" if counts['warn'] else '')
-            cells.append(f'<td class="{"pass" if own["healthy"] else "fail"}">{_e(text)}</td>')
-        counts = node['counts']
-        out.append(f'<tr class="node {state}" data-node="{_e(node["name"])}"><th scope="row">{_e(node["name"])}</th>'
-                   f'<td class="status">{"healthy" if node["healthy"] else "FAILING"}</td>{"".join(cells)}'
-                   f"<td>{counts['pass']}</td><td>{counts['fail']}</td><td>{counts['warn']}</td><td>{counts['skip']}</td></tr>")
-    if not report['nodes']:
-        out.append(f'<tr><td colspan="{6 + len(validators)}" class="none">No nodes reported.</td></tr>')
-    out += ['</tbody>', '</table>', '</section>']
+    stages = report.get('stages') or {}
+    if stages:
+        out.append('<ul class="stages">')
+        out += [f'<li class="{"pass" if stage["healthy"] else "fail"}"><a href="#stage-{_e(name)}">{_e(stage["title"])}</a>: '
+                f'{"passed" if stage["healthy"] else "FAILED"}</li>' for name, stage in stages.items()]
+        out.append('</ul>')
+    out += _grouped_html(failing, 'fail', 'Failing checks by check')
+    out += _grouped_html([node for state in NODE_STATES for node in by_state[state]], 'warn', 'Warnings by check')
+    out += _unvalidated_html(unvalidated)
+    out.append('</section>')
     return out
 
 
-def _problems_html(report: t.Mapping[str, t.Any], status: str, section_id: str, title: str) -> list[str]:
-    rows = [(node, item) for node in report['nodes'] for item in node['checks'] if item['status'] == status]
-    out = [f'<section id="{section_id}">', f'<h2>{_e(title)} ({len(rows)})</h2>']
-    if not rows:
+def _node_row(node: t.Mapping[str, t.Any], state: str, columns: t.Sequence[str]) -> str:
+    """A node's row of the nodes table: its status and the counts of each validator of `columns`."""
+    cells = []
+    for validator in columns:
+        own = node['validators'].get(validator)
+        if own is None:
+            cells.append('<td class="absent">not run</td>')
+            continue
+        counts = own['counts']
+        text = f"{counts['pass']} passed, {counts['fail']} failed" + (f", {counts['warn']} warnings" if counts['warn'] else '')
+        cells.append(f'<td class="{"pass" if own["healthy"] else "fail"}">{_e(text)}</td>')
+    counts = node['counts']
+    return (f'<tr class="node {state}" data-node="{_e(node["name"])}"><th scope="row">{_e(node["name"])}</th>'
+            f'<td class="status">{NODE_STATES[state]}</td>{"".join(cells)}'
+            f"<td>{counts['pass']}</td><td>{counts['fail']}</td><td>{counts['warn']}</td><td>{counts['skip']}</td></tr>")
+
+
+def _compact_row(node: t.Mapping[str, t.Any], state: str) -> str:
+    """A healthy or not validated node's row of its collapsed table: a line, not its checks."""
+    counts = node['counts']
+    if state == 'skip':
+        text = _why_not_validated(node)
+    else:
+        text = _plural(counts['pass'], 'check') + ' passed'
+        text += f", {_plural(counts['warn'], 'warning')}" if counts['warn'] else ''
+        text += f", {counts['skip']} skipped" if counts['skip'] else ''
+    return (f'<tr class="node {state}" data-node="{_e(node["name"])}"><th scope="row">{_e(node["name"])}</th>'
+            f'<td class="status">{NODE_STATES[state]}</td><td>{_e(text)}</td></tr>')
+
+
+def _nodes_html(report: t.Mapping[str, t.Any], by_state: t.Mapping[str, t.Sequence[t.Mapping[str, t.Any]]],
+                full: bool) -> list[str]:
+    """The nodes, failing ones first; on a full page all in one table, else the others collapsed by state."""
+    columns = report['summary']['validators']
+    listed = [(state, node) for state in (NODE_STATES if full else ('fail',)) for node in by_state[state]]
+    out = ['<section id="nodes">', '<h2>Nodes</h2>']
+    if listed or not report['nodes']:
+        head = ''.join(f'<th>{_e(v)}</th>' for v in columns)
+        out += ['<table class="nodes">',
+                f'<thead><tr><th>Node</th><th>Status</th>{head}<th>Passed</th><th>Failed</th><th>Warnings</th>'
+                '<th>Skipped</th></tr></thead>', '<tbody>']
+        out += [_node_row(node, state, columns) for state, node in listed]
+        if not report['nodes']:
+            out.append(f'<tr><td colspan="{6 + len(columns)}" class="none">No nodes reported.</td></tr>')
+        out += ['</tbody>', '</table>']
+    else:
+        out.append('<p class="none">No failing nodes.</p>')
+    if not full:
+        for state, ident, title in (('skip', 'unvalidated-nodes', 'not validated'), ('pass', 'healthy-nodes', 'healthy')):
+            group = by_state[state]
+            if not group:
+                continue
+            names = _hostlist([node['name'] for node in group])
+            out += [f'<details class="nodes {state}" id="{ident}">',
+                    f'<summary>{len(group):,} {title} nodes: <code>{_e(names)}</code></summary>',
+                    '<table class="compact">', '<thead><tr><th>Node</th><th>Status</th><th>Checks</th></tr></thead>',
+                    '<tbody>']
+            out += [_compact_row(node, state) for node in group]
+            out += ['</tbody>', '</table>', '</details>']
+    out.append('</section>')
+    return out
+
+
+def _problems_html(by_state: t.Mapping[str, t.Sequence[t.Mapping[str, t.Any]]], status: str, section_id: str,
+                   title: str, full: bool) -> list[str]:
+    """Every check of one status, node by node (failing nodes first); past MAX_DETAIL_ROWS rows on a page that is
+    not full, the remaining nodes are named instead."""
+    per_node = []
+    for state in NODE_STATES:
+        for node in by_state[state]:
+            own = [item for item in node['checks'] if item['status'] == status]
+            if own:
+                per_node.append((node, own))
+    total = sum(len(own) for _node, own in per_node)
+    out = [f'<section id="{section_id}">', f'<h2>{_e(title)} ({total})</h2>']
+    if not per_node:
         out += [f'<p class="none">No {_e(title.lower())}.</p>', '</section>']
         return out
     out += ['<table>', '<thead><tr><th>Node</th><th>Validator</th><th>Check</th><th>Subject</th><th>Expected</th>'
             '<th>Actual</th><th>Message</th></tr></thead>', '<tbody>']
-    for node, item in rows:
-        out.append(f'<tr class="{status}" data-node="{_e(node["name"])}"><td>{_e(node["name"])}</td>'
-                   f'<td>{_e(item["validator"])}</td><td class="{status}">{_e(item["name"])}</td><td>{_e(item["subject"])}</td>'
-                   f'<td class="expected"><code>{_e(value_text(item["expected"]))}</code></td>'
-                   f'<td class="actual"><code>{_e(value_text(item["actual"]))}</code></td>'
-                   f'<td class="message">{_e(item["message"])}</td></tr>')
-    out += ['</tbody>', '</table>', '</section>']
+    shown, left = 0, []
+    for node, own in per_node:
+        if left or (not full and shown and shown + len(own) > MAX_DETAIL_ROWS):
+            left.append(node['name'])
+            continue
+        shown += len(own)
+        for item in own:
+            out.append(f'<tr class="{status}" data-node="{_e(node["name"])}"><td>{_e(node["name"])}</td>'
+                       f'<td>{_e(item["validator"])}</td><td class="{status}">{_e(item["name"])}</td><td>{_e(item["subject"])}</td>'
+                       f'<td class="expected"><code>{_e(value_text(item["expected"]))}</code></td>'
+                       f'<td class="actual"><code>{_e(value_text(item["actual"]))}</code></td>'
+                       f'<td class="message">{_e(item["message"])}</td></tr>')
+    out += ['</tbody>', '</table>']
+    if left:
+        out.append(f'<p class="more">{_e(title)} of {_plural(len(left), "more node")} ({total - shown} checks) not '
+                   f'listed here: <code>{_e(_hostlist(left))}</code>. The summary groups them by check; report.json '
+                   'has every one.</p>')
+    out.append('</section>')
     return out
 
 
@@ -498,8 +697,17 @@ def _cell(value: t.Any) -> str:
     return f'<td>{_e(value_text(value))}</td>'
 
 
-def _stage_html(name: str, stage: t.Mapping[str, t.Any]) -> list[str]:
-    """A cluster-level stage: its verdict, facts, per-node measurements and its own checks."""
+def _stage_check_row(item: t.Mapping[str, t.Any]) -> str:
+    status = item['status']
+    return (f'<tr class="{status}"><td class="{status}">{_e(status)}</td><td>{_e(item["name"])}</td>'
+            f'<td>{_e(item["subject"])}</td><td class="expected"><code>{_e(value_text(item["expected"]))}</code></td>'
+            f'<td class="actual"><code>{_e(value_text(item["actual"]))}</code></td>'
+            f'<td class="message">{_e(item["message"])}</td></tr>')
+
+
+def _stage_html(name: str, stage: t.Mapping[str, t.Any], full: bool) -> list[str]:
+    """A cluster-level stage: its verdict, facts, per-node measurements and its own checks. On a page that is not
+    full, a per-node table and the passing checks of more than FULL_PAGE_NODES rows are collapsed."""
     state = 'ok' if stage['healthy'] else 'bad'
     out = [f'<section class="stage" id="stage-{_e(name)}" data-stage="{_e(name)}">', f'<h2>{_e(stage["title"])}</h2>',
            f'<p class="verdict {state}">{_e(stage["title"])}: {"passed" if stage["healthy"] else "FAILED"}</p>']
@@ -509,22 +717,31 @@ def _stage_html(name: str, stage: t.Mapping[str, t.Any]) -> list[str]:
         out += [f'<tr><th scope="row">{_e(key)}</th>{_cell(value)}</tr>' for key, value in facts.items()]
         out.append('</tbody></table>')
     if stage['nodes']:
+        collapse = not full and len(stage['nodes']) > FULL_PAGE_NODES
         head = ''.join(f'<th>{_e(column)}</th>' for column in stage['columns'])
-        out += ['<h3>Per node</h3>', '<table class="stage-nodes">', f'<thead><tr><th>Node</th>{head}</tr></thead>', '<tbody>']
+        out.append('<h3>Per node</h3>')
+        if collapse:
+            out.append(f'<details class="stage-nodes"><summary>{len(stage["nodes"])} nodes</summary>')
+        out += ['<table class="stage-nodes">', f'<thead><tr><th>Node</th>{head}</tr></thead>', '<tbody>']
         for node, row in stage['nodes'].items():
             cells = ''.join(_cell(row.get(column)) for column in stage['columns'])
             out.append(f'<tr data-node="{_e(node)}"><th scope="row">{_e(node)}</th>{cells}</tr>')
-        out += ['</tbody>', '</table>']
-    out += ['<h3>Cluster checks</h3>', '<table class="stage-checks">',
-            '<thead><tr><th>Status</th><th>Check</th><th>Subject</th><th>Expected</th><th>Actual</th><th>Message</th></tr></thead>',
-            '<tbody>']
-    for item in stage['checks']:
-        status = item['status']
-        out.append(f'<tr class="{status}"><td class="{status}">{_e(status)}</td><td>{_e(item["name"])}</td>'
-                   f'<td>{_e(item["subject"])}</td><td class="expected"><code>{_e(value_text(item["expected"]))}</code></td>'
-                   f'<td class="actual"><code>{_e(value_text(item["actual"]))}</code></td>'
-                   f'<td class="message">{_e(item["message"])}</td></tr>')
-    out += ['</tbody>', '</table>', '</section>']
+        out += ['</tbody>', '</table>'] + (['</details>'] if collapse else [])
+    head = ('<thead><tr><th>Status</th><th>Check</th><th>Subject</th><th>Expected</th><th>Actual</th><th>Message</th>'
+            '</tr></thead>')
+    checks = stage['checks']
+    passing = [item for item in checks if item['status'] == 'pass']
+    collapse = not full and len(passing) > FULL_PAGE_NODES
+    listed = [item for item in checks if item['status'] != 'pass'] if collapse else checks
+    out += ['<h3>Cluster checks</h3>', '<table class="stage-checks">', head, '<tbody>']
+    out += [_stage_check_row(item) for item in listed]
+    out += ['</tbody>', '</table>']
+    if collapse:
+        out += [f'<details class="stage-checks"><summary>{len(passing)} passed checks</summary>',
+                '<table class="stage-checks">', head, '<tbody>']
+        out += [_stage_check_row(item) for item in passing]
+        out += ['</tbody>', '</table>', '</details>']
+    out.append('</section>')
     return out
 
 
@@ -568,27 +785,50 @@ def _topology_html(node: t.Mapping[str, t.Any]) -> list[str]:
     return out
 
 
+def _topologies_html(report: t.Mapping[str, t.Any], full: bool) -> list[str]:
+    """Every node's topology matrix on a full page; else those of failing nodes (nodes with an outlined cell first),
+    at most MAX_TOPOLOGY_GRIDS of them."""
+    with_topology = [node for node in report['nodes'] if node.get('topology')]
+    if not with_topology:
+        return []
+    shown = with_topology
+    if not full:
+        failing = [node for node in with_topology if not node['healthy']]
+        failing.sort(key=lambda node: not _failing_pairs(node, node['topology']['nics']))
+        shown = sorted(failing[:MAX_TOPOLOGY_GRIDS], key=lambda node: _natural(node['name']))
+    out = ['<section id="topologies">', '<h2>GPU topology</h2>']
+    if len(shown) < len(with_topology):
+        what = 'failing nodes only' if shown else 'failing nodes only, and none failed'
+        out.append(f'<p class="more">Matrices of {what}: {len(with_topology) - len(shown)} of the '
+                   f'{len(with_topology)} nodes are not shown here (report.json has every one).</p>')
+    for node in shown:
+        out += _topology_html(node)
+    out.append('</section>')
+    return out
+
+
 def render_html(report: t.Mapping[str, t.Any]) -> str:
-    """One self-contained page: inline CSS, no scripts, no external resources; every value escaped."""
+    """One self-contained page: inline CSS, no scripts, no external resources; every value escaped.
+
+    The summary comes first, then the nodes (failing ones first), their failing checks and warnings, the cluster
+    stages and the topology matrices; a cluster of more than FULL_PAGE_NODES nodes gets the shorter page of the
+    module docstring."""
     report = _checked_report(report)
+    full = len(report['nodes']) <= FULL_PAGE_NODES
+    by_state = _by_state(report)
     cluster, generated = _e(report['cluster']), _e(report['generated_at'])
     out = ['<!DOCTYPE html>', '<html lang="en">', '<head>', '<meta charset="utf-8">',
            '<meta name="viewport" content="width=device-width, initial-scale=1">',
            f'<title>Cluster validation: {cluster} ({generated})</title>', f'<style>{_CSS}</style>', '</head>', '<body>',
            '<header>', f'<h1>Cluster validation: {cluster}</h1>', f'<p class="generated">Generated {generated}</p>', '</header>',
            '<main>']
-    out += _summary_html(report)
-    out += _nodes_html(report)
-    out += _problems_html(report, 'fail', 'failures', 'Failing checks')
-    out += _problems_html(report, 'warn', 'warnings', 'Warnings')
+    out += _summary_html(report, by_state)
+    out += _nodes_html(report, by_state, full)
+    out += _problems_html(by_state, 'fail', 'failures', 'Failing checks', full)
+    out += _problems_html(by_state, 'warn', 'warnings', 'Warnings', full)
     for name, stage in (report.get('stages') or {}).items():
-        out += _stage_html(name, stage)
-    with_topology = [node for node in report['nodes'] if node.get('topology')]
-    if with_topology:
-        out += ['<section id="topologies">', '<h2>GPU topology</h2>']
-        for node in with_topology:
-            out += _topology_html(node)
-        out.append('</section>')
+        out += _stage_html(name, stage, full)
+    out += _topologies_html(report, full)
     out += ['</main>', '</body>', '</html>']
     return '\n'.join(out) + '\n'
 

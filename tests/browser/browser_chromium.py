@@ -13,9 +13,11 @@ import json
 import os
 import pathlib
 import re
+import select
 import shutil
 import signal
 import subprocess
+import time
 import typing as t
 
 INSTALL_HINT = ('Chromium is not installed: run `bash scripts/ensure-chromium.sh` (installs Debian\'s chromium '
@@ -87,6 +89,10 @@ PROBE_SCRIPT = r"""
 
 class BrowserUnavailable(RuntimeError):
     """Chromium is missing, crashed, hung or wrote nothing; the message says which and what to do."""
+
+
+class LoadTimeout(BrowserUnavailable):
+    """A page did not load and render within the time timed_load was given."""
 
 
 def find_chromium() -> t.Optional[str]:
@@ -167,3 +173,133 @@ def measure(binary: str, page: pathlib.Path, workdir: pathlib.Path) -> dict[str,
         raise BrowserUnavailable('the layout probe wrote nothing: did Chromium run the inline script?')
     # The JSON comes back HTML-escaped as the text of <pre>.
     return json.loads(html.unescape(match.group(1)))
+
+
+# --- load and render time, over the DevTools protocol ------------------------------------------------
+
+# Evaluated once the page has loaded, two animation frames later (style, layout and a paint of the first screen
+# done): the times since navigation started, in milliseconds, and the value of the caller's expression.
+_TIMED_SCRIPT = r"""new Promise(function (done) {
+  requestAnimationFrame(function () { requestAnimationFrame(function () {
+    var nav = performance.getEntriesByType('navigation')[0];
+    done({rendered_ms: performance.now(), loaded_ms: nav.loadEventEnd, dom_ms: nav.domContentLoadedEventEnd,
+          value: (function () { return %s; })()});
+  }); });
+})"""
+
+
+class _DevTools:
+    """Headless Chromium driven over --remote-debugging-pipe: commands on its fd 3, answers and events on fd 4,
+    each message JSON ended by a NUL byte."""
+
+    def __init__(self, binary: str, workdir: pathlib.Path, label: str, height: int) -> None:
+        self.profile = workdir / f'profile-{label}'
+        self.stderr_path = workdir / f'{label}.stderr'
+        self.argv = [binary, *FLAGS, f'--user-data-dir={self.profile}', f'--window-size={WIDTH},{height}',
+                     '--remote-debugging-pipe', 'about:blank']
+        commands_read, self.commands = os.pipe()
+        self.answers, answers_write = os.pipe()
+
+        def onto_3_and_4() -> None:  # in the child, before exec: the pipe ends where Chromium looks for them
+            read_copy, write_copy = os.dup(commands_read), os.dup(answers_write)
+            os.dup2(read_copy, 3)
+            os.dup2(write_copy, 4)
+
+        with open(self.stderr_path, 'wb') as stderr:
+            self.process = subprocess.Popen(  # pylint: disable=subprocess-popen-preexec-fn
+                self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True,
+                cwd=workdir, preexec_fn=onto_3_and_4, pass_fds=(3, 4))
+        os.close(commands_read)
+        os.close(answers_write)
+        self.buffer = b''
+        self.last_id = 0
+        self.events: list[dict[str, t.Any]] = []
+
+    def _message(self, deadline: float) -> dict[str, t.Any]:
+        while b'\0' not in self.buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            ready = select.select([self.answers], [], [], left)[0]
+            if ready:
+                chunk = os.read(self.answers, 1 << 20)
+                if not chunk:
+                    raise BrowserUnavailable(f'chromium exited (status {self.process.poll()}) while driven over its '
+                                             f'DevTools pipe; argv: {self.argv}\nstderr tail:\n{self.stderr_tail()}')
+                self.buffer += chunk
+        text, self.buffer = self.buffer.split(b'\0', 1)
+        return json.loads(text)
+
+    def call(self, method: str, params: t.Optional[dict[str, t.Any]], deadline: float,
+             session: t.Optional[str] = None) -> dict[str, t.Any]:
+        self.last_id += 1
+        message: dict[str, t.Any] = {'id': self.last_id, 'method': method, 'params': params or {}}
+        if session:
+            message['sessionId'] = session
+        os.write(self.commands, json.dumps(message).encode('utf-8') + b'\0')
+        while True:
+            answer = self._message(deadline)
+            if answer.get('id') != self.last_id:
+                self.events.append(answer)
+                continue
+            if 'error' in answer:
+                raise BrowserUnavailable(f'chromium answered {method} with {answer["error"]}')
+            return answer.get('result') or {}
+
+    def event(self, method: str, deadline: float) -> dict[str, t.Any]:
+        while True:
+            found = next((event for event in self.events if event.get('method') == method), None)
+            if found is not None:
+                self.events.remove(found)
+                return found
+            self.events.append(self._message(deadline))
+
+    def stderr_tail(self) -> str:
+        try:
+            return _tail(self.stderr_path.read_bytes())
+        except OSError:
+            return '(none)'
+
+    def close(self) -> None:
+        try:
+            self.call('Browser.close', None, time.monotonic() + 10)
+        except (BrowserUnavailable, TimeoutError, OSError):
+            pass
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        for fd in (self.commands, self.answers):
+            os.close(fd)
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+
+def timed_load(binary: str, page: pathlib.Path, workdir: pathlib.Path, label: str = 'timed',
+               expression: str = 'null', height: int = FIRST_SCREEN,
+               timeout: float = RUN_TIMEOUT) -> dict[str, t.Any]:
+    """Open page in a fresh headless Chromium and time it, in the page: `dom_ms` (parsed), `loaded_ms` (its load
+    event done) and `rendered_ms` (two animation frames after the load: styled, laid out and painted), all since
+    navigation started; `wall_s`, the seconds from the navigation command to that answer; and `value`, what the
+    JavaScript `expression` gives then (JSON values only). The browser's own start is not in any of them."""
+    browser = _DevTools(binary, workdir, label, height)
+    deadline = time.monotonic() + timeout
+    try:
+        target = browser.call('Target.createTarget', {'url': 'about:blank', 'newWindow': True, 'width': WIDTH, 'height': height}, deadline)
+        session = browser.call('Target.attachToTarget', {'targetId': target['targetId'], 'flatten': True},
+                               deadline)['sessionId']
+        browser.call('Page.enable', None, deadline, session)
+        started = time.monotonic()
+        browser.call('Page.navigate', {'url': page.as_uri()}, deadline, session)
+        browser.event('Page.loadEventFired', deadline)
+        answer = browser.call('Runtime.evaluate', {'expression': _TIMED_SCRIPT % expression, 'awaitPromise': True,
+                                                   'returnByValue': True}, deadline, session)
+        wall = time.monotonic() - started
+    except TimeoutError:
+        raise LoadTimeout(f'chromium ({label}) did not load and render {page} within {timeout} s; '
+                                 f'argv: {browser.argv}\nstderr tail:\n{browser.stderr_tail()}') from None
+    finally:
+        browser.close()
+    if 'exceptionDetails' in answer:
+        raise BrowserUnavailable(f'the timing script failed in the page: {answer["exceptionDetails"]}')
+    return dict(answer['result']['value'], wall_s=wall)

@@ -206,7 +206,7 @@ def test_node_rows_have_the_right_status(browser):
     shown = opened(browser)
     nodes = shown.dom.find('section', id='nodes')
     rows = nodes.find_all('tr', 'node')
-    assert [row.attrs['data-node'] for row in rows] == ['gpu1', 'gpu2', 'gpu3']
+    assert [row.attrs['data-node'] for row in rows] == ['gpu2', 'gpu3', 'gpu1']  # failing nodes first
     want = {'gpu1': ('pass', 'healthy'), 'gpu2': ('fail', 'FAILING'), 'gpu3': ('fail', 'FAILING')}
     for row in rows:
         state, label = want[row.attrs['data-node']]
@@ -217,7 +217,7 @@ def test_node_rows_have_the_right_status(browser):
     assert [td.text() for td in gpu3.find_all('td')][1:3] == ['0 passed, 1 failed', '0 passed, 1 failed']
     cells = shown.facts['status_cells']
     assert [(c['text'], c['bg']) for c in cells] == [
-        ('healthy', rgb_css(PASS_BG)), ('FAILING', rgb_css(FAIL_BG)), ('FAILING', rgb_css(FAIL_BG))]
+        ('FAILING', rgb_css(FAIL_BG)), ('FAILING', rgb_css(FAIL_BG)), ('healthy', rgb_css(PASS_BG))]
 
 
 def failure_rows(shown: Rendered) -> list[dict[str, str]]:
@@ -352,7 +352,7 @@ def test_status_cells_are_painted_where_the_layout_says(browser):
     """Tie DOM and pixels together: inside each node's status cell the dominant colour is its status colour."""
     shown = opened(browser)
     image = shown.first_screen
-    for cell, node in zip(shown.facts['status_cells'], ('gpu1', 'gpu2', 'gpu3')):
+    for cell, node in zip(shown.facts['status_cells'], ('gpu2', 'gpu3', 'gpu1')):
         want = PASS_BG if node == 'gpu1' else FAIL_BG
         colour, n = colours(image, shown.box(cell)).most_common(1)[0]
         assert near(colour, want), f'{node}: the status cell is mostly {colour}, expected {want}'

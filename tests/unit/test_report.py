@@ -453,3 +453,128 @@ def test_failing_gpu_nic_affinity_outlines_the_cell_under_the_nic_label():
         {'name': 'pcie_width', 'status': 'fail', 'subject': 'GPU0'},
     ]}
     assert rep._failing_pairs(node, {'NIC3': 'mlx5_3', 'NIC4': 'mlx5_4'}) == {frozenset({'GPU3', 'NIC3'})}  # pylint: disable=protected-access
+
+
+# --- HTML of a cluster larger than FULL_PAGE_NODES -------------------------------------------------------
+
+def fleet(results, size: int, failing=(), unreachable=(), busy=()) -> dict[str, t.Any]:
+    """A report of `size` nodes gpu01..: the fixture's healthy gpu10 everywhere, its failing gpu2 on `failing`."""
+    why = 'not validated: busy in Slurm (MIXED); its jobs are not waited for'
+    nodes = {}
+    for index in range(1, size + 1):
+        name = f'gpu{index:02d}'
+        if name in busy:
+            nodes[name] = {v: {'skipped': True, 'skip_reason': why} for v in results['gpu10']}
+        elif name in unreachable:
+            nodes[name] = {v: dict(rep.UNREACHABLE) for v in results['gpu10']}
+        else:
+            nodes[name] = results['gpu2' if name in failing else 'gpu10']
+    return rep.build_report(nodes, 'fleet', WHEN)
+
+
+def test_html_of_a_small_cluster_lists_failing_nodes_first_and_shows_everything(results):
+    built = fleet(results, 5, failing=['gpu04'], busy=['gpu02'])
+    dom = Dom(rep.render_html(built)).root
+    sections = [el.attrs.get('id') for el in dom.find('main').children]
+    assert sections[:4] == ['summary', 'nodes', 'failures', 'warnings']
+    rows = dom.find('section', id='nodes').find_all('tr', 'node')
+    assert [(row.attrs['data-node'], row.find('td', 'status').text()) for row in rows] == [
+        ('gpu04', 'FAILING'), ('gpu02', 'not validated'), ('gpu01', 'healthy'), ('gpu03', 'healthy'), ('gpu05', 'healthy')]
+    assert not dom.find_all('details')
+    assert [s.attrs['data-node'] for s in dom.find_all('section', 'topology')] == ['gpu01', 'gpu03', 'gpu04', 'gpu05']
+    summary = dom.find('section', id='summary')
+    assert summary.find('p', 'verdict').text() == '3 of 5 nodes healthy \u2014 failing: gpu04 \u2014 not validated: gpu02'
+    cards = {el.find('span', 'label').text(): el.find('span', 'value').text() for el in summary.find_all('div', 'card')}
+    assert (cards['healthy nodes'], cards['failing nodes'], cards['not validated']) == ('3', '1', '1')
+    reasons = summary.find('table', 'by-reason').find_all('tr')[1:]
+    assert [[td.text() for td in row.find_all('td')] for row in reasons] == [
+        ['not validated: busy in Slurm (MIXED); its jobs are not waited for', '1', 'gpu02']]
+
+
+def test_html_of_a_large_cluster_collapses_the_healthy_nodes(results):
+    failing, unreachable, busy = ['gpu07', 'gpu30', 'gpu31'], ['gpu50'], ['gpu60', 'gpu61', 'gpu62']
+    built = fleet(results, rep.FULL_PAGE_NODES + 6, failing, unreachable, busy)
+    text = rep.render_html(built)
+    dom = Dom(text).root
+    assert [el.attrs.get('id') for el in dom.find('main').children][:2] == ['summary', 'nodes']
+    # The summary: failing checks grouped by check, the nodes of each as a hostlist.
+    summary = dom.find('section', id='summary')
+    assert summary.find('p', 'verdict').text() == (
+        '63 of 70 nodes healthy \u2014 failing: gpu07, gpu30, gpu31, gpu50 \u2014 not validated: gpu60, gpu61, gpu62')
+    grouped = {(row.attrs['data-validator'], row.attrs['data-check']): [td.text() for td in row.find_all('td')]
+               for row in summary.find('table', 'by-check').find_all('tr') if 'data-check' in row.attrs}
+    nvlink = grouped[('gpu_topology', 'nvlink')]
+    assert nvlink[2:4] == ['3', 'gpu[07,30-31]'] and nvlink[5].startswith('gpu07 ')
+    assert grouped[('rdma_links', 'run')][2:4] == ['1', 'gpu50']
+    # The nodes: failing ones in the table, the others collapsed, one line each.
+    nodes = dom.find('section', id='nodes')
+    table = nodes.find('table', 'nodes')
+    assert [row.attrs['data-node'] for row in table.find_all('tr', 'node')] == failing + unreachable
+    healthy = nodes.find('details', id='healthy-nodes')
+    assert 'open' not in healthy.attrs
+    assert healthy.find('summary').text() == '63 healthy nodes: gpu[01-06,08-29,32-49,51-59,63-70]'
+    rows = healthy.find_all('tr', 'node')
+    counts = built['nodes'][0]['counts']
+    assert len(rows) == 63 and all(len(row.find_all('td')) == 2 for row in rows)
+    assert rows[0].find_all('td')[1].text() == f"{counts['pass']} checks passed, {counts['skip']} skipped"
+    unvalidated = nodes.find('details', id='unvalidated-nodes')
+    assert [row.attrs['data-node'] for row in unvalidated.find_all('tr', 'node')] == busy
+    assert all('skip' in row.classes and 'busy in Slurm' in row.text() for row in unvalidated.find_all('tr', 'node'))
+    # Every failing check, and the topology matrices of the failing nodes only.
+    failures = dom.find('section', id='failures')
+    assert len(failures.find_all('tr', 'fail')) == built['summary']['checks']['fail']
+    assert not failures.find_all('p', 'more')
+    assert [s.attrs['data-node'] for s in dom.find_all('section', 'topology')] == failing
+    assert 'not shown here' in dom.find('section', id='topologies').find('p', 'more').text()
+    # A passing check of a healthy node is not in the page.
+    assert text.count('data-node="gpu01"') == 1
+
+
+def test_html_of_a_large_cluster_names_the_failing_nodes_past_the_detail_limit(results, monkeypatch):
+    built = fleet(results, rep.FULL_PAGE_NODES + 1, failing=[f'gpu{i:02d}' for i in range(10, 20)])
+    per_node = built['nodes'][9]['counts']['fail']
+    monkeypatch.setattr(rep, 'MAX_DETAIL_ROWS', 3 * per_node)
+    monkeypatch.setattr(rep, 'MAX_TOPOLOGY_GRIDS', 2)
+    dom = Dom(rep.render_html(built)).root
+    failures = dom.find('section', id='failures')
+    assert failures.find('h2').text() == f'Failing checks ({10 * per_node})'
+    assert {row.attrs['data-node'] for row in failures.find_all('tr', 'fail')} == {'gpu10', 'gpu11', 'gpu12'}
+    more = failures.find('p', 'more').text()
+    assert '7 more nodes' in more and f'({7 * per_node} checks)' in more and 'gpu[13-19]' in more
+    assert len(dom.find_all('section', 'topology')) == 2
+    # The summary still counts every one.
+    assert dom.find('section', id='summary').find('table', 'by-check').find('tr', data_check='nvlink').find_all('td')[2].text() == '10'
+
+
+def test_html_of_a_large_cluster_collapses_a_long_stage_table():
+    nodes = {f'n{index}': {'training': {'checks': [{'name': 'tokens', 'status': 'pass', 'subject': f'n{index}'}]}}
+             for index in range(rep.FULL_PAGE_NODES + 1)}
+    stage = {'title': 'Training', 'checks': [{'name': 'tokens', 'status': 'pass', 'subject': f'n{index}'}
+                                             for index in range(rep.FULL_PAGE_NODES + 1)]
+             + [{'name': 'run', 'status': 'fail', 'subject': 'all-nodes', 'message': 'rc 1'}],
+             'healthy': False, 'nodes': {name: {'ok': True} for name in nodes}}
+    built = rep.build_report(nodes, 'c', WHEN, {'training': stage})
+    dom = Dom(rep.render_html(built)).root
+    section = dom.find('section', 'stage', data_stage='training')
+    assert section.find('details', 'stage-nodes').find('summary').text() == f'{rep.FULL_PAGE_NODES + 1} nodes'
+    assert len(section.find('details', 'stage-nodes').find_all('tr', data_node='n0')) == 1
+    listed = section.find_all('table', 'stage-checks')[0]  # the second, collapsed, holds the passing checks
+    assert [row.find_all('td')[1].text() for row in listed.find_all('tr', 'fail')] == ['run'] and not listed.find_all('tr', 'pass')
+    assert len(section.find('details', 'stage-checks').find_all('tr', 'pass')) == rep.FULL_PAGE_NODES + 1
+    stages = dom.find('ul', 'stages')
+    assert stages.find('li', 'fail').find('a', href='#stage-training').text() == 'Training' and 'FAILED' in stages.text()
+
+
+def test_html_of_a_large_cluster_escapes_names_a_hostlist_cannot_hold():
+    names = [f'n<{index}>&' for index in range(rep.FULL_PAGE_NODES)] + ['<script>x</script>,y', 'a b']
+    given = {}
+    for name in names:
+        status = 'fail' if ',' in name or ' ' in name else 'pass'
+        check = {'name': '<b>c</b>', 'status': status, 'subject': '"s"', 'message': '<i>m</i>'}
+        given[name] = {'rdma_links': {'checks': [check]}}
+    text = rep.render_html(rep.build_report(given, 'c', WHEN))
+    assert '<script' not in text.lower() and '<b>' not in text and '<i>' not in text
+    dom = Dom(text).root
+    grouped = dom.find('section', id='summary').find('table', 'by-check').find('tr', data_check='<b>c</b>')
+    assert grouped.find('td', 'hosts').text() == '<script>x</script>,y, a b'
+    assert dom.find('details', id='healthy-nodes').find('summary').text().startswith('64 healthy nodes: n<[0-63]>&')
