@@ -14,7 +14,7 @@ export MOLECULE_IMAGE ?= llmforge/debian13-systemd:latest
 export MOLECULE_IMAGE_DEBIAN12 ?= llmforge/debian12-systemd:latest
 SCENARIOS ?= $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
 
-.PHONY: help venv docker tools image image-debian12 wheelhouse unit lint sanity build browser molecule test demo demo-down clean
+.PHONY: help venv docker tools image image-debian12 wheelhouse ansible-wheelhouse unit lint sanity build browser molecule test demo demo-down clean
 
 help:
 	@echo "make demo       Slurm cluster in local containers (ctl1, gpu1, gpu2, login1; users from ldap1), then a GPU job"
@@ -55,6 +55,16 @@ build/wheelhouse/.complete: $(WHEELHOUSE_LOCK) | venv
 
 wheelhouse: build/wheelhouse/.complete
 
+# The wheel of the GPU nodes' pinned Ansible in the cluster scenario (pull mode: the ansible_node role's lock), checked
+# against the lock's hash; the nodes install it offline from here.
+ANSIBLE_NODE_LOCK := roles/ansible_node/files/ansible-node.lock
+build/ansible-wheelhouse/.complete: $(ANSIBLE_NODE_LOCK) | venv
+	pip download --quiet --require-hashes --no-deps --only-binary=:all: --dest build/ansible-wheelhouse \
+	    --requirement $(ANSIBLE_NODE_LOCK)
+	touch $@
+
+ansible-wheelhouse: build/ansible-wheelhouse/.complete
+
 # --dist loadfile: each test file's tests on one worker, so a module's fixtures run once (test_rendered_values.py's
 # renders every role's preflight for 64 s; with the default distribution both workers did it). The slowest 25 are
 # listed at the end: where the unit tests' minutes go.
@@ -79,7 +89,7 @@ browser: venv
 
 # Every scenario runs (see the script for which run beside which; it makes cluster_debian12's image and wheelhouse
 # while the cluster scenario runs); the target fails if any failed and ends with a table of results.
-molecule: venv image build
+molecule: venv image build ansible-wheelhouse
 	bash scripts/molecule-all.sh $(SCENARIOS)
 
 # unit, lint, sanity and browser run beside the test image's build, the collection's build and the first scenarios
@@ -87,7 +97,7 @@ molecule: venv image build
 test: venv
 	bash scripts/test-all.sh $(SCENARIOS)
 
-demo: venv image
+demo: venv image ansible-wheelhouse
 	bash scripts/demo.sh
 
 demo-down: venv

@@ -53,7 +53,7 @@ checks=$!
 
 # The image and the collection at once (-j2): the image build waits on package downloads, the collection's install
 # as README says on a fresh venv's; the cluster scenario needs both.
-if make --no-print-directory -j2 --output-sync=target image build; then
+if make --no-print-directory -j2 --output-sync=target image build ansible-wheelhouse; then
     bash scripts/molecule-all.sh "$@"
     molecule_rc=$?
 else

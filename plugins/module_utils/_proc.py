@@ -41,17 +41,20 @@ class CommandError(Exception):
         super().__init__(messages.get(reason) or f'{self.argv[0]} cannot be run: {detail}')
 
 
-def run(argv: t.Sequence[str], timeout: float, own_session: bool = True) -> Completed:
+def run(argv: t.Sequence[str], timeout: float, own_session: bool = True,
+        env: t.Optional[t.Mapping[str, str]] = None) -> Completed:
     """Run argv without a shell and return (exit status, stdout, stderr), decoded as UTF-8 (bad bytes replaced).
 
     The command always runs in its own session and process group. On timeout the whole group is killed (what it
     started too: srun, MPI ranks, the child of a wrapper script that does not exec) and CommandError(reason='timeout')
     raised within about `timeout` + KILL_GRACE_S seconds, even when a process that left the group still holds the
     output pipes. `own_session` is accepted for callers written before this was always so; it changes nothing.
+    `env` replaces the command's environment (default: this process's).
     """
     try:
         child = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, encoding='utf-8',
-                                 errors='replace', start_new_session=True)
+                                 errors='replace', start_new_session=True,
+                                 env=dict(env) if env is not None else None)
     except FileNotFoundError:
         raise CommandError(argv, MISSING, timeout) from None
     except PermissionError:

@@ -127,10 +127,10 @@ def _steps(nodes: t.Sequence[str], slurm_names: t.Mapping[str, str], params: t.M
     return steps
 
 
-def srun_argv(nodelist: str, count: int, gpus: int, options: t.Mapping[str, t.Any]) -> list[str]:
+def srun_argv(nodelist: str, count: int, gpus: int, options: t.Mapping[str, t.Any], job_name: str = JOB_NAME) -> list[str]:
     """srun's options, before the program: one task on each of `count` nodes of `nodelist`, all their GPUs, bounded
     in time, never queued longer than `immediate` seconds."""
-    argv = ['srun', f'--job-name={JOB_NAME}', f'--nodes={count}', f'--ntasks={count}', '--ntasks-per-node=1',
+    argv = ['srun', f'--job-name={job_name}', f'--nodes={count}', f'--ntasks={count}', '--ntasks-per-node=1',
             f'--nodelist={nodelist}', '--exclusive', f"--immediate={int(options.get('immediate') or 60)}",
             f"--time={int(options.get('time_minutes') or 5)}", '--kill-on-bad-exit=0', '--no-kill']
     if gpus:

@@ -297,7 +297,7 @@ def timed_load(binary: str, page: pathlib.Path, workdir: pathlib.Path, label: st
         wall = time.monotonic() - started
     except TimeoutError:
         raise LoadTimeout(f'chromium ({label}) did not load and render {page} within {timeout} s; '
-                                 f'argv: {browser.argv}\nstderr tail:\n{browser.stderr_tail()}') from None
+                          f'argv: {browser.argv}\nstderr tail:\n{browser.stderr_tail()}') from None
     finally:
         browser.close()
     if 'exceptionDetails' in answer:

@@ -23,6 +23,7 @@ LAUNCHERS = {
     'programs._remediate': ROOT / 'roles' / 'slurm_controller' / 'files' / 'llmforge-remediate',
     'programs._repair': ROOT / 'roles' / 'slurm_node' / 'files' / 'llmforge-repair',
     'programs._validate_node': ROOT / 'roles' / 'slurm_node' / 'files' / 'llmforge-validate-node',
+    'programs._pull_node': ROOT / 'roles' / 'slurm_node' / 'files' / 'llmforge-pull-node',
 }
 
 

@@ -133,6 +133,18 @@ ROLE_CASES = [
                                    'Refresh the apt package index', 'Rebuild the initramfs', 'gpu_profile'}),
     ),
     RoleCase(
+        name='ansible_node',
+        entry_points=frozenset({'main'}),
+        full_entry_point='main',
+        readme_mentions=frozenset({'ansible-node.lock', 'llmforge-pull-node', 'no-ansible'}),
+    ),
+    RoleCase(
+        name='pull',
+        entry_points=frozenset({'main', 'plan', 'run', 'resume'}),
+        full_entry_point='main',
+        readme_mentions=frozenset({'llmforge_pulled', 'llmforge-pull-node', 'last-run.json', 'cluster.json'}),
+    ),
+    RoleCase(
         name='node_programs',
         entry_points=frozenset({'main'}),
         full_entry_point='main',

@@ -43,7 +43,7 @@ def test_node_side_code_never_imports_the_controller_side(path):
 def test_programs_and_planning_hold_their_parts():
     assert {path.stem for path in (MODULE_UTILS / 'programs').glob('_*.py')} == {
         '_nodecheck', '_slurm_metrics', '_checkpoint_prune', '_checkpoint_archive', '_jobcheck', '_remediate', '_repair',
-        '_validate_node'}
+        '_validate_node', '_pull_node'}
     assert PLANNING and not set(path.name for path in PLANNING) & set(path.name for path in NODE_SIDE)
 
 

@@ -46,6 +46,9 @@ ALLOWED = {
     '_monitoring_web_client_password_file': "the path of Prometheus's own client password file, not the password",
     '_monitoring_secret_problems': 'sentences naming the weak monitoring secrets, set by a no_log task from '
                                    'secret_problems; they name variables, never values',
+    '_pull_cluster': "a pull bundle's cluster.json and its checksum: what the pulled nodes share, which "
+                     'pull_bundle_content never makes of a secret (those go to each node\'s own file)',
+    '_pull_manifest': "a pull bundle's manifest: checksums, the playbook and ansible-playbook's path",
 }
 
 # Names SECRET_NAME does not match that hold secrets.

@@ -4,13 +4,22 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 
 import pytest
 
 from conftest import ALL_HOSTS, CONTROLLER, FIRST, NODES
-from scenario_helpers import recaps, run_playbook, wait_for
+from scenario_helpers import recaps, run_playbook, said, wait_for
+
+# Where the pull role keeps the outcome of each node's run on the control host (pull_local_dir).
+PULL_LAST_RUN = os.path.expanduser('~/.cache/llmforge/pull/last-run.json')
+# The control host's tasks that write a bundle on the first controller: changed when the bundle is new.
+PULL_BUNDLE_TASKS = {f'llmforge.cluster.pull : {name}' for name in (
+    "Make the control host's packing directory", "Make the bundle's directories on the first controller",
+    'Copy the collections into the bundle', "Write the bundle's cluster.json and manifest", "Write each node's own variables",
+    'Remove all but the newest bundles')}
 
 
 def job_state(ctl, job_id):
@@ -172,20 +181,41 @@ def test_rerun_finds_drift_in_check_mode_then_restores_it_and_changes_nothing_el
                  'Unpack the rootfs and create its mount points for bundle test'}
     mode = os.environ.get('LLMFORGE_DRIFT_RUN', 'real')
     assert mode in ('check', 'real'), f'LLMFORGE_DRIFT_RUN={mode!r}: check or real'
+    # molecule/cluster makes the re-run in pull mode: the GPU nodes run their plays themselves through Slurm (the pull
+    # role), the other hosts are pushed. What a node changed is what it printed (the control host's last-run.json).
+    converge = os.environ.get('LLMFORGE_DRIFT_CONVERGE', 'push')
+    assert converge in ('push', 'pull'), f'LLMFORGE_DRIFT_CONVERGE={converge!r}: push or pull'
 
     for args in [('--check', '--diff')] if mode == 'check' else [()]:
-        result = run_playbook(*args)
+        result = run_playbook(*args, *(('-e', 'pull_mode=pull') if converge == 'pull' else ()))
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
         recap = recaps(result)
-        # localhost runs converge.yml's check of which collection copy is used.
+        # localhost runs converge.yml's check of which collection copy is used (and pull mode's plan and run).
         assert set(recap) == set(ALL_HOSTS) | {'localhost'}, result.stdout[-3000:]
         wanted = expected
-        changed = changed_tasks(result, drifted)
+        if converge == 'pull':
+            with open(PULL_LAST_RUN, encoding='utf-8') as handle:
+                outcomes = json.load(handle)['outcomes']
+            assert sorted(outcomes) == sorted(NODES), outcomes
+            changed = [f"{item['role']} : {item['task']}" for item in outcomes[drifted]['changed_tasks']]
+            drifted_changed = outcomes[drifted]['stats']['changed']
+            assert all(outcome['status'] == 'ok' and outcome['stats']['changed'] == 0
+                       for name, outcome in outcomes.items() if name != drifted), outcomes
+            # On the control host: the bundle, written by the first controller (new collections or cluster.json
+            # give a new one), and the report of what the nodes changed.
+            assert set(changed_tasks(result, 'localhost')) <= PULL_BUNDLE_TASKS | {
+                'llmforge.cluster.pull : Say what the nodes changed'}, changed_tasks(result, 'localhost')
+            assert f'{drifted} changed: ' in said(result) and 'pulled: 1 changed, 1 ok' in said(result)
+            pushed = {host: counters for host, counters in recap.items() if host not in set(NODES) | {'localhost'}}
+        else:
+            changed = changed_tasks(result, drifted)
+            drifted_changed = recap[drifted]['changed']
+            pushed = {host: counters for host, counters in recap.items() if host != drifted}
         # python3-venv: slurm_hosts.yml plans the later roles' packages into its transaction only on a host converged
         # for the first time, so on a re-run the training environment's own install puts it back, once in each mode.
         assert sum(task.endswith(': Install python3-venv') for task in changed) == 1, (args, changed)
-        assert recap[drifted]['changed'] == len(wanted), (args, changed, result.stdout[-5000:])
-        assert all(counters['changed'] == 0 for host, counters in recap.items() if host != drifted), (args, recap)
+        assert drifted_changed == len(wanted), (args, changed, result.stdout[-5000:])
+        assert all(counters['changed'] == 0 for host, counters in pushed.items()), (args, recap)
         assert all(any(name in task for task in changed) for name in wanted), (args, changed)
         if args:
             # Check mode showed the drift and left it in place.
