@@ -20,7 +20,7 @@ import time
 
 import yaml
 
-from benchlib import median_seconds
+from benchlib import dealt_out, median_seconds
 
 from ansible_collections.llmforge.cluster.plugins.filter import pull  # noqa: E402
 from ansible_collections.llmforge.cluster.plugins.module_utils import _node_lines as node_lines  # noqa: E402
@@ -66,8 +66,7 @@ def step_output(nodes: list[str]) -> str:
                    'changed_tasks': [], 'failed_task': {'role': 'llmforge.cluster.slurm_node', 'task': 'y', 'message': 'boom'}
                    if failed else None}
         per_node.append(node_lines.lines(program.MARKER, node, 'pull', outcome))
-    lines = [chunk[turn] for turn in range(max(map(len, per_node))) for chunk in per_node if turn < len(chunk)]
-    return '\n'.join(lines) + '\n'
+    return dealt_out(per_node)
 
 
 def main() -> int:

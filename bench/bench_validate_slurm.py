@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import median_seconds
+from benchlib import dealt_out, median_seconds
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / 'collections'))
@@ -68,11 +68,7 @@ def one_node(work: pathlib.Path, tree: str = 'ndr8_healthy') -> dict:
 
 def srun_output(names: list[str], results: dict) -> str:
     """What srun prints for the step: every node's numbered lines, the nodes' lines dealt out in turns."""
-    per_node = []
-    for name in names:
-        per_node.append(node_lines.lines(program.MARKER, name, 'results', results))
-    lines = [lines_[turn] for turn in range(max(map(len, per_node))) for lines_ in per_node if turn < len(lines_)]
-    return '\n'.join(lines) + '\n'
+    return dealt_out([node_lines.lines(program.MARKER, name, 'results', results) for name in names])
 
 
 def main() -> int:

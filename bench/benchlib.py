@@ -44,3 +44,10 @@ def timed_run(argv: list[str], log_path: str,
     recap = {m['host']: {key: int(m[key]) for key in ('ok', 'changed', 'unreachable', 'failed', 'skipped')}
              for m in RECAP.finditer(text)}
     return elapsed, recap, proc.returncode
+
+
+def dealt_out(per_node: t.Sequence[t.Sequence[str]]) -> str:
+    """What srun prints for a step whose tasks print the given lines each: the nodes' lines dealt out in turns, as
+    slurmstepd forwards them."""
+    lines = [chunk[turn] for turn in range(max(map(len, per_node), default=0)) for chunk in per_node if turn < len(chunk)]
+    return '\n'.join(lines) + '\n'

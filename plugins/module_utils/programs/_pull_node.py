@@ -78,6 +78,17 @@ def _check_owner(path: str, info: os.stat_result, private: bool = False) -> None
         raise PullError('bundle', f'{path} is {what} (mode {stat.S_IMODE(info.st_mode):04o}): not used')
 
 
+def _stat_trusted(path: str, directory: bool) -> None:
+    """A directory (or a regular file) that is root's and writable by root alone, not a link; else PullError."""
+    try:
+        info = os.stat(path, follow_symlinks=False)
+    except OSError as err:
+        raise PullError('bundle', f'cannot read {path}: {err.strerror}') from None
+    if not (stat.S_ISDIR(info.st_mode) if directory else stat.S_ISREG(info.st_mode)):
+        raise PullError('bundle', f"{path} is not a {'directory' if directory else 'regular file'}")
+    _check_owner(path, info)
+
+
 def _read_trusted(path: str, private: bool = False) -> bytes:
     """The bytes of a regular file that is root's (not through a symbolic link), else PullError('bundle')."""
     try:
@@ -106,13 +117,7 @@ def load(bundle_dir: str, expected: str, node: str) -> tuple[dict[str, t.Any], d
     """(manifest, this node's inventory) after every check: owners and modes, the digest on the command line,
     cluster.json's sha256 and the node's file written for this bundle (the collections are checked by `unpack`)."""
     for directory in (bundle_dir, os.path.join(bundle_dir, bundle.NODES_DIR)):
-        try:
-            info = os.stat(directory, follow_symlinks=False)
-        except OSError as err:
-            raise PullError('bundle', f'cannot read {directory}: {err.strerror}') from None
-        if not stat.S_ISDIR(info.st_mode):
-            raise PullError('bundle', f'{directory} is not a directory')
-        _check_owner(directory, info)
+        _stat_trusted(directory, directory=True)
     try:
         manifest = bundle.check_manifest(_json(os.path.join(bundle_dir, bundle.MANIFEST_FILE)))
         if manifest['digest'] != expected:
@@ -163,13 +168,7 @@ def unpack(bundle_dir: str, manifest: t.Mapping[str, t.Any], state_dir: str = ST
     if os.path.exists(os.path.join(target, UNPACKED_MARKER)):
         return target
     source = os.path.join(bundle_dir, manifest['collections'])
-    try:
-        info = os.stat(source, follow_symlinks=False)
-    except OSError as err:
-        raise PullError('bundle', f'cannot read {source}: {err.strerror}') from None
-    if not stat.S_ISREG(info.st_mode):
-        raise PullError('bundle', f'{source} is not a regular file')
-    _check_owner(source, info)
+    _stat_trusted(source, directory=False)
     found = _sha256(source)
     if found != manifest['collections_sha256']:
         raise PullError('bundle', f"{source} has sha256 {found[:12]}, the manifest says "
