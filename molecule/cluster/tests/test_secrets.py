@@ -26,6 +26,7 @@ import glob
 import json
 import os
 import pathlib
+import re
 
 import pytest
 import yaml
@@ -63,6 +64,11 @@ SECRET_FILES = {
     '/etc/prometheus/prometheus.yml': ('root', 'prometheus'),
     # Grafana's admin password and secret key; the grafana package reads it as group grafana.
     '/etc/grafana/grafana.ini': ('root', 'grafana'),
+}
+# The same, for files whose path carries a digest: a pull bundle's node files (the munge key and the LDAP bind
+# password the node's roles take), written by the first controller on shared storage, root's alone.
+SECRET_PATTERNS = {
+    re.compile(r'^/shared/llmforge/pull/[0-9a-f]{64}/nodes/[A-Za-z0-9][A-Za-z0-9._-]*\.json$'): ('root', None),
 }
 
 
@@ -154,7 +160,8 @@ def known_secrets(cluster):
 def _judge(host: str, hit: dict) -> str:
     """Why a file holding a secret is wrong; '' when it is one of SECRET_FILES as it should be."""
     where = f'{host}:{_where(hit)}'
-    expected = SECRET_FILES.get(hit['path'])
+    expected = SECRET_FILES.get(hit['path']) or next(
+        (owner for pattern, owner in SECRET_PATTERNS.items() if pattern.match(hit['path'])), None)
     if expected is None:
         return f'{where}: no secret belongs in this file'
     owner, group = expected
