@@ -27,20 +27,58 @@ mkdir -p "$logs"
 : >"$logs/results"
 streams=${MOLECULE_STREAMS:-2}
 
+# A deadline for every scenario (LLMFORGE_TEST_DEADLINE, seconds since the epoch; scripts/test-all.sh sets it): a
+# scenario still running then is stopped (rc 124) after the processes it had are printed, and one not yet started
+# is not started, so that the run ends by itself with its table and failures instead of being cut off from outside.
+deadline=${LLMFORGE_TEST_DEADLINE:-0}
+
+# watchdog NAME SECONDS: after SECONDS, prints what was running (the process tree under this script's scenarios and
+# the containers) into NAME's log, shortly before `timeout` stops the scenario.
+watchdog() {
+    sleep "$2"
+    {
+        echo "== $(date +%T) molecule test --scenario-name $1 is at make test's deadline; what was running:"
+        ps -eo pid,ppid,etimes,pcpu,args --forest | cut -c1-220 | grep -v -e ' \[' -e 'ps -eo' | tail -n 100
+        docker ps --format '{{.Names}} {{.Status}}'
+    } >>"$logs/$1.log" 2>&1
+}
+
 # run_scenario NAME [quiet]: molecule test NAME, its output in $logs/NAME.log (and on the terminal unless quiet).
 run_scenario() {
-    local name=$1 quiet=${2:-} log="$logs/$1.log" start rc
+    local name=$1 quiet=${2:-} log="$logs/$1.log" start rc bound=0 watcher=
     local -a env_cmd=(env)
     [[ $name == cluster* ]] && env_cmd=(env -u ANSIBLE_COLLECTIONS_PATH)
     start=$(date +%s)
+    : >"$log"
+    if ((deadline > 0)); then
+        bound=$((deadline - start))
+        if ((bound < 120)); then
+            echo "== molecule test --scenario-name $name not started: make test's deadline is $bound s away" \
+                | tee "$log"
+            printf '%s %s %s\n' "$name" 124 0 >>"$logs/results"
+            return 124
+        fi
+        # `timeout` stops the scenario's whole process group (molecule, Ansible, pytest); stdin from /dev/null, as
+        # that group is not the terminal's.
+        env_cmd=(timeout --kill-after=30 "$bound" "${env_cmd[@]}")
+        watchdog "$name" "$((bound - 5))" &
+        watcher=$!
+    fi
     if [[ -n $quiet ]]; then
         echo "== $(date +%T) molecule test --scenario-name $name started; its log: $log"
-        "${env_cmd[@]}" molecule --base-config .config/molecule/config.yml test --scenario-name "$name" >"$log" 2>&1
+        "${env_cmd[@]}" molecule --base-config .config/molecule/config.yml test --scenario-name "$name" </dev/null \
+            >>"$log" 2>&1
         rc=$?
         echo "== $(date +%T) molecule test --scenario-name $name ended: rc $rc in $(($(date +%s) - start)) s"
     else
-        "${env_cmd[@]}" molecule --base-config .config/molecule/config.yml test --scenario-name "$name" 2>&1 | tee "$log"
+        "${env_cmd[@]}" molecule --base-config .config/molecule/config.yml test --scenario-name "$name" \
+            </dev/null 2>&1 | tee -a "$log"
         rc=${PIPESTATUS[0]}
+    fi
+    [[ -z $watcher ]] || kill "$watcher" 2>/dev/null
+    if [[ $rc == 124 || $rc == 137 ]] && ((bound > 0)); then
+        echo "== molecule test --scenario-name $name stopped at make test's deadline, $bound s after it started" \
+            | tee -a "$log"
     fi
     printf '%s %s %s\n' "$name" "$rc" "$(($(date +%s) - start))" >>"$logs/results"
     return "$rc"

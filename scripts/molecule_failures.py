@@ -41,11 +41,17 @@ def summary(text: str) -> list[str]:
     # The first line of each assertion pytest explains (E   AssertionError: ...), cut short.
     errors = [line.strip()[:200] for line in body if re.match(r'^E\s+\w*(Error|Exception)\b', line)]
     tests = [line for line in body if re.match(r'^(FAILED|ERROR) \S+::', line)]
+    if not tests:
+        # A verify stopped before its summary (make test's deadline): the failures its progress lines reported.
+        tests = [f'{match.group(2)} {match.group(1)}' for line in body
+                 for match in [re.match(r'^(\S+\.py::\S+) (FAILED|ERROR)\b', line)] if match]
+    stopped = [line.strip('= ') for line in lines if "stopped at make test's deadline" in line]
     totals = [line.strip('= ') for line in body if re.match(r'^=+ .*\b(failed|error|errors)\b.* in [\d.]+s', line)]
     tasks = sorted({match.group(1) for line in body for match in [re.match(r'^fatal: \[([^\]]+)\]', line)] if match})
     out += tests[:MAX_ITEMS] + ([f'... and {len(tests) - MAX_ITEMS} more'] if len(tests) > MAX_ITEMS else [])
     out += [f'  {line}' for line in errors[:3]]
     out += totals[-1:]
+    out += stopped[-1:]
     if tasks and not tests:
         out.append(f"fatal on: {', '.join(tasks)}")
     return out

@@ -15,6 +15,10 @@ cd "$(dirname "$0")/.." || exit 2
 logs=build/test
 mkdir -p "$logs"
 started=$(date +%s)
+# The scenarios stop at this deadline (scripts/molecule-all.sh), 80 minutes after the start unless set: a run that
+# hangs ends by itself with its table, the stacks pytest-timeout printed and the process tree at the deadline, within
+# the 90 minutes a CI run is given.
+export LLMFORGE_TEST_DEADLINE=${LLMFORGE_TEST_DEADLINE:-$((started + 4800))}
 
 # cpu_sampler: every 10 s, the share of the machine's CPU time that was busy since the last sample, from /proc/stat,
 # as "HH:MM:SS busy%" lines in $logs/cpu.log (where a run's minutes went: an idle machine means waits, not work).

@@ -45,6 +45,20 @@ def test_a_failed_play_names_its_hosts():
     assert failures.summary(log) == ['failed action: prepare', 'fatal on: gpu1, gpu2']
 
 
+def test_a_verify_stopped_at_the_deadline_names_the_failures_its_progress_lines_reported():
+    log = '\n'.join([
+        f'{BOX}tests/test_validate.py::test_check_mode_says_it_would_drain PASSED  14.2s',
+        f'{BOX}tests/test_validate.py::test_the_slurm_path_and_the_ansible_path_give_the_sa',
+        f'{BOX}  me_report FAILED  301.5s',
+        f'{BOX}tests/test_validate.py::test_admin_drain_survives_a_validate_run PASSED  12.0s',
+        "== molecule test --scenario-name cluster stopped at make test's deadline, 4650 s after it started",
+    ])
+    assert failures.summary(log) == [
+        'FAILED tests/test_validate.py::test_the_slurm_path_and_the_ansible_path_give_the_same_report',
+        "molecule test --scenario-name cluster stopped at make test's deadline, 4650 s after it started",
+    ]
+
+
 def test_unreadable_logs_are_named(tmp_path, capsys):
     assert failures.main([str(tmp_path / 'absent.log')]) == 0
     assert 'absent.log' in capsys.readouterr().out

@@ -10,6 +10,7 @@ validate_sysfs_root at it). The real (converged) nvidia-smi package stays untouc
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -21,7 +22,7 @@ import pytest
 import time
 
 from conftest import CONTROLLER, FIRST, NODES, SECOND, SIM, SIM_NVIDIA_SMI, drain_reasons, set_hardware
-from scenario_helpers import recaps, run_playbook, said
+from scenario_helpers import recaps, run_playbook, said, wait_for
 
 
 @pytest.fixture(scope='module')
@@ -113,6 +114,11 @@ def test_the_slurm_path_and_the_ansible_path_give_the_same_report(simulated, hos
     for name in NODES:
         set_hardware(hosts[name])
     ctl.run(f"scontrol update NodeName={','.join(NODES)} State=RESUME")
+    # The Slurm path takes the nodes that are idle when it plans: wait until the earlier tests' steps have left both
+    # (a node still completing would be reported busy, and the two reports would rightly differ).
+    states = wait_for(lambda: all(state == 'idle' for state in
+                                  ctl.check_output(f"sinfo -N -h -n {','.join(NODES)} -o %T").split()), timeout=120)
+    assert states, ctl.check_output(f"sinfo -N -n {','.join(NODES)} -o '%N %T %E'")
     reports, took = {}, {}
     for path in ('ansible', 'auto'):
         directory = str(tmp_path / path)
@@ -127,11 +133,14 @@ def test_the_slurm_path_and_the_ansible_path_give_the_same_report(simulated, hos
         if path == 'auto':
             assert 'hardware stage through Slurm on 2 node(s)' in said(result), said(result)[-3000:]
         else:
-            assert 'hardware stage with Ansible on every node (validate_path=ansible)' in said(result)
-    assert reports['auto'] == reports['ansible']
+            assert 'hardware stage with Ansible on every node (validate_path=ansible)' in said(result), \
+                said(result)[-3000:]
+    assert reports['auto'] == reports['ansible'], '\n'.join(difflib.unified_diff(
+        reports['ansible'].splitlines(), reports['auto'].splitlines(), 'ansible', 'auto', lineterm=''))
     assert json.loads(reports['auto'])['summary']['healthy'] is True
-    jobs = ctl.check_output('sacct -X -n -P -u root --name=llmforge-validate -o NNodes,State -S now-10minutes')
-    assert '2|COMPLETED' in jobs.splitlines(), jobs
+    # slurmdbd records the step's end a moment after it ends.
+    query = 'sacct -X -n -P -u root --name=llmforge-validate -o NNodes,State -S now-10minutes'
+    assert wait_for(lambda: '2|COMPLETED' in ctl.check_output(query).splitlines(), timeout=60), ctl.check_output(query)
     print(f"validate.yml on 2 nodes: Ansible path {took['ansible']:.1f} s, Slurm path {took['auto']:.1f} s (wall)")
 
 
