@@ -17,24 +17,17 @@ from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_util
 
 _pull = plugin_utils('_pull_plan')
 _networks = plugin_utils('_networks')
+_paths = plugin_utils('_validate_paths')
 _bundle = module_utils('_pull_bundle')
 
 ROLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), 'roles')
-
-
-def _slurm_names(hostvars, hosts):
-    names = {}
-    for host in hosts:
-        facts = hostvars[host] if host in hostvars else {}
-        names[host] = str((facts.get('validate_slurm_node_name') if hasattr(facts, 'get') else None) or host)
-    return names
 
 
 def pull_plan(nodes, hostvars, scontrol, mode, min_nodes, batch=None):
     """Which GPU nodes pull (one Slurm step per rolling batch), which are pushed (_pull_plan.plan)."""
     nodes = list(nodes or [])
     try:
-        return _pull.plan(nodes, _slurm_names(hostvars, nodes), scontrol, str(mode), min_nodes, batch)
+        return _pull.plan(nodes, _paths.slurm_names(hostvars, nodes), scontrol, str(mode), min_nodes, batch)
     except _pull.PlanError as err:
         raise AnsibleFilterError(f'pull_plan: {err}') from err
 
@@ -152,14 +145,14 @@ def pull_step(batch, options, bundle_dir, digest, check=False):
 def pull_outcomes(batch, run, hostvars):
     """{node: what its run came to} of a batch's step (_pull_plan.outcomes)."""
     hosts = list((batch or {}).get('hosts') or [])
-    return _pull.outcomes(batch, _slurm_names(hostvars, hosts), run)
+    return _pull.outcomes(batch, _paths.slurm_names(hostvars, hosts), run)
 
 
 def pull_report(plan, outcomes, hostvars):
     """{outcomes, drains, summary, slurm_names, not_run} of the whole run: what each node came to, the drain reasons
     of those that did not converge, the lines to print, and the nodes of batches not run after a failing one."""
     pulled = list((plan or {}).get('pull') or [])
-    names = _slurm_names(hostvars, pulled)
+    names = _paths.slurm_names(hostvars, pulled)
     outcomes = dict(outcomes or {})
     not_run = [node for node in pulled if node not in outcomes]
     summary = _pull.summary(outcomes, names)

@@ -26,10 +26,6 @@ def _facts(hostvars, host):
     return facts if hasattr(facts, 'get') else {}
 
 
-def _slurm_names(hostvars, hosts):
-    return {host: str(_facts(hostvars, host).get('validate_slurm_node_name') or host) for host in hosts}
-
-
 def _params(facts, defaults):
     def setting(name):
         value = facts.get(name)
@@ -58,7 +54,7 @@ def validate_hardware_plan(nodes, hostvars, scontrol, mode, options, defaults):
             params[host] = _params(facts, defaults)
             textfile_dirs[host] = str(facts.get('monitoring_textfile_dir') or defaults['monitoring_textfile_dir'])
             gpus[host] = int(_catalog.node_gpus(str(host), facts)['gpu_count'] or 0) if facts else 0
-        return _paths.plan(nodes, _slurm_names(hostvars, nodes), params, gpus, scontrol, str(mode), options or {},
+        return _paths.plan(nodes, _paths.slurm_names(hostvars, nodes), params, gpus, scontrol, str(mode), options or {},
                            textfile_dirs)
     except (_paths.PlanError, ValueError) as err:
         raise AnsibleFilterError(f'validate_hardware_plan: {err}') from err
@@ -71,7 +67,7 @@ def validate_slurm_results(plan, runs, hostvars):
     steps = (plan or {}).get('steps') or []
     hosts = [host for step in steps for host in step['hosts']]
     try:
-        results = _paths.node_results(plan, list(runs or []), _slurm_names(hostvars, hosts), validators)
+        results = _paths.node_results(plan, list(runs or []), _paths.slurm_names(hostvars, hosts), validators)
     except _paths.PlanError as err:
         raise AnsibleFilterError(f'validate_slurm_results: {err}') from err
     results.update(_paths.not_validated(plan, validators))
@@ -82,7 +78,7 @@ def validate_metrics_plan(plan, scontrol, hostvars):
     """The metrics steps of the Slurm path's nodes still idle, and the nodes whose metrics Ansible writes (the
     hardware stage's Ansible nodes and the Slurm path's nodes a stage drained or a job took meanwhile)."""
     hosts = [host for step in (plan or {}).get('steps') or [] for host in step['hosts']]
-    return _paths.metrics_plan(plan or {}, scontrol, _slurm_names(hostvars, hosts))
+    return _paths.metrics_plan(plan or {}, scontrol, _paths.slurm_names(hostvars, hosts))
 
 
 def validate_metrics_payload(hosts, hostvars, verdicts, hardware):
@@ -98,7 +94,7 @@ def validate_metrics_payload(hosts, hostvars, verdicts, hardware):
         raise AnsibleFilterError(f'validate_metrics_payload: no hardware results for {err}') from err
     except (_report.ReportError, _prometheus.PrometheusError, TypeError, ValueError) as err:
         raise AnsibleFilterError(f'validate_metrics_payload: {err}') from err
-    return _paths.metrics_payload(texts, _slurm_names(hostvars, hosts))
+    return _paths.metrics_payload(texts, _paths.slurm_names(hostvars, hosts))
 
 
 class FilterModule:

@@ -25,7 +25,6 @@ import typing as t
 
 from ansible_collections.llmforge.cluster.plugins.module_utils import _hostlist as hostlist
 from ansible_collections.llmforge.cluster.plugins.module_utils import _pull_bundle as bundle
-from ansible_collections.llmforge.cluster.plugins.module_utils import _slurm_drain as drain
 from ansible_collections.llmforge.cluster.plugins.module_utils.programs import _pull_node as node_program
 from ansible_collections.llmforge.cluster.plugins.plugin_utils import _validate_paths as paths
 
@@ -41,8 +40,8 @@ NO_ANSWER = 'no-answer'
 CONVERGED = ('ok', 'changed')
 
 
-class PlanError(ValueError):
-    """Unusable input; the message names the variable or field."""
+# Unusable input; the message names the variable or field (one class with validate.yml's plan).
+PlanError = paths.PlanError
 
 
 def plan(nodes: t.Sequence[str], slurm_names: t.Mapping[str, str], scontrol: t.Optional[t.Mapping[str, t.Any]],
@@ -51,13 +50,13 @@ def plan(nodes: t.Sequence[str], slurm_names: t.Mapping[str, str], scontrol: t.O
     down nodes are pushed and also listed).
 
     `scontrol` is the first controller's registered `scontrol show node --oneliner` (None: no controller); `mode` is
-    cluster_converge_mode; with `auto` the nodes pull only when at least `min_nodes` can (below that, push costs
+    pull_mode; with `auto` the nodes pull only when at least `min_nodes` can (below that, push costs
     less than building a bundle). `batch` is the rolling batch (cluster_rolling_batch: a count or a percentage of
     the pulling nodes, as a play's `serial`; None: all at once): one step per batch, in turn, as push's batches."""
     if mode not in MODES:
-        raise PlanError(f"cluster_converge_mode must be one of {', '.join(MODES)}, got {mode!r}")
+        raise PlanError(f"pull_mode must be one of {', '.join(MODES)}, got {mode!r}")
     if isinstance(min_nodes, bool) or not isinstance(min_nodes, int) or min_nodes < 1:
-        raise PlanError(f'cluster_pull_min_nodes must be a whole number of at least 1, got {min_nodes!r}')
+        raise PlanError(f'pull_min_nodes must be a whole number of at least 1, got {min_nodes!r}')
     nodes = [str(node) for node in nodes]
     answered = scontrol is not None and not scontrol.get('skipped') and scontrol.get('rc') == 0
     groups: dict[str, list[str]] = {'pull': [], 'push': [], 'busy': [], 'down': []}
@@ -66,9 +65,7 @@ def plan(nodes: t.Sequence[str], slurm_names: t.Mapping[str, str], scontrol: t.O
     if mode == 'push' or not answered:
         groups['push'] = list(nodes)
     else:
-        lines = str(scontrol.get('stdout') or '').splitlines()
-        known = paths.node_states(lines)
-        reasons = {parsed['name']: str(parsed.get('reason') or '') for parsed in map(drain.parse_node, lines)}
+        known = paths.node_states(str(scontrol.get('stdout') or '').splitlines())
         for node in nodes:
             name = slurm_names.get(node) or node
             state = known.get(name)
@@ -77,7 +74,7 @@ def plan(nodes: t.Sequence[str], slurm_names: t.Mapping[str, str], scontrol: t.O
             if way in ('busy', 'down'):
                 groups[way].append(node)
             groups['pull' if way == 'slurm' else 'push'].append(node)
-            if reasons.get(name, '').startswith(DRAIN_PREFIX):
+            if state and state['reason'].startswith(DRAIN_PREFIX):
                 drained.append(node)
         if mode == 'auto' and len(groups['pull']) < min_nodes:
             groups['push'] = list(nodes)
@@ -109,11 +106,11 @@ def _batches(nodes: t.Sequence[str], batch: t.Any) -> list[list[str]]:
 
 def _message(mode: str, answered: bool, groups: t.Mapping[str, t.Sequence[str]], min_nodes: int) -> str:
     if mode == 'push':
-        return f"GPU nodes: push for all {len(groups['push'])} (cluster_converge_mode=push)"
+        return f"GPU nodes: push for all {len(groups['push'])} (pull_mode=push)"
     if not answered:
         return f"GPU nodes: push for all {len(groups['push'])} (Slurm cannot be asked: no controller answered)"
     if mode == 'auto' and not groups['pull']:
-        pushed = f'below cluster_pull_min_nodes={min_nodes} nodes that can pull'
+        pushed = f'below pull_min_nodes={min_nodes} nodes that can pull'
     else:
         pushed = 'not idle in Slurm'
     parts = [f"pull on {len(groups['pull'])} through one Slurm step" if groups['pull'] else '',

@@ -40,14 +40,23 @@ class PlanError(ValueError):
     """Unusable input; the message names the variable or field."""
 
 
+def slurm_names(hostvars: t.Mapping[str, t.Any], hosts: t.Iterable[str]) -> dict[str, str]:
+    """{inventory name: Slurm node name} of `hosts`: a host's validate_slurm_node_name, else its inventory name."""
+    names = {}
+    for host in hosts:
+        facts = hostvars[host] if host in hostvars else {}
+        names[host] = str((facts.get('validate_slurm_node_name') if hasattr(facts, 'get') else None) or host)
+    return names
+
+
 def node_states(lines: t.Iterable[str]) -> dict[str, dict[str, t.Any]]:
-    """{slurm name: {state, words}} of `scontrol show node -o` output lines (one node per line)."""
+    """{slurm name: {state, words, reason}} of `scontrol show node -o` output lines (one node per line)."""
     states = {}
     for line in lines:
         parsed = drain.parse_node(str(line))
         if parsed['name']:
             words = [word for word in parsed['state'].upper().replace('*', '').split('+') if word]
-            states[parsed['name']] = {'state': parsed['state'], 'words': words}
+            states[parsed['name']] = {'state': parsed['state'], 'words': words, 'reason': parsed['reason']}
     return states
 
 

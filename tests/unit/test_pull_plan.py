@@ -36,7 +36,7 @@ def test_idle_nodes_pull_and_the_others_are_pushed_busy_and_down_ones_named():
 def test_auto_pulls_only_from_the_threshold_and_push_or_no_controller_push_everything():
     assert pull.plan(NODES, {}, SCONTROL, 'auto', 3)['pull'] == []
     assert pull.plan(NODES, {}, SCONTROL, 'auto', 3)['push'] == NODES
-    assert 'below cluster_pull_min_nodes=3' in pull.plan(NODES, {}, SCONTROL, 'auto', 3)['message']
+    assert 'below pull_min_nodes=3' in pull.plan(NODES, {}, SCONTROL, 'auto', 3)['message']
     assert pull.plan(NODES, {}, SCONTROL, 'auto', 2)['pull'] == ['gpu1', 'gpu5']
     assert pull.plan(NODES, {}, SCONTROL, 'push', 1)['push'] == NODES
     for scontrol in (None, {'skipped': True}, {'rc': 1, 'stdout': '', 'stderr': 'Unable to contact slurm controller'}):
@@ -45,9 +45,9 @@ def test_auto_pulls_only_from_the_threshold_and_push_or_no_controller_push_every
 
 
 def test_bad_settings_are_named():
-    with pytest.raises(pull.PlanError, match='cluster_converge_mode must be one of push, pull, auto'):
+    with pytest.raises(pull.PlanError, match='pull_mode must be one of push, pull, auto'):
         pull.plan(NODES, {}, SCONTROL, 'pul', 1)
-    with pytest.raises(pull.PlanError, match='cluster_pull_min_nodes must be a whole number'):
+    with pytest.raises(pull.PlanError, match='pull_min_nodes must be a whole number'):
         pull.plan(NODES, {}, SCONTROL, 'auto', 0)
 
 
