@@ -10,6 +10,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_utils import module_utils, plugin_utils
 
 dcgm = module_utils('_dcgm_diag')
+drain = module_utils('_slurm_drain')
 quarantine = plugin_utils('_dcgm_quarantine')
 
 FAST_RESULT = '__validate_dcgm_fast'
@@ -31,16 +32,33 @@ def _slurm_name(hostvars, host):
     return _fact(hostvars, host, 'validate_slurm_node_name') or host
 
 
-def dcgm_quarantine_plan(states, hostvars, fast_level, long_level):
-    """One entry per node of the registered `scontrol show node` loop (its item: the host): its fast result, Slurm
-    state, whether it is a quarantine candidate and the pending reason it gets."""
-    nodes = []
+def _read_states(states, hosts, hostvars):
+    """The per-node results a `scontrol show node <name> -o` loop over `hosts` registers, from the registered result
+    of one `scontrol show node --oneliner` (skipped or failed: no node is known to Slurm)."""
+    if not isinstance(states, dict):
+        raise AnsibleFilterError(f'dcgm_quarantine_plan: expected the registered scontrol result, got {type(states).__name__}')
+    entries = [{'slurm_name': _slurm_name(hostvars, host), 'host': host} for host in hosts]
+    if states.get('skipped') or states.get('rc') != 0:
+        return [{'skipped': True, 'item': host} for host in hosts]
+    return [dict(read, item=read['item']['host']) for read in drain.read_states(entries, str(states.get('stdout') or ''))]
+
+
+def dcgm_quarantine_plan(states, hostvars, fast_level, long_level, nodes=None, fast_results=None):
+    """One entry per node of the registered `scontrol show node` loop (its item: the host) or, with `nodes`, of those
+    hosts read from one registered `scontrol show node --oneliner`: its fast result (its own registered one, else
+    `fast_results`' from the Slurm path), Slurm state, whether it is a quarantine candidate and its pending reason."""
+    if nodes is not None:
+        states = _read_states(states, list(nodes), hostvars)
+    elsewhere = fast_results if isinstance(fast_results, dict) else {}
+    entries = []
     for result in _registered(states, 'dcgm_quarantine_plan'):
         host = result.get('item')
-        nodes.append({'host': host, 'slurm_name': _slurm_name(hostvars, host),
-                      'fast': _fact(hostvars, host, FAST_RESULT), 'state': result})
+        fast = _fact(hostvars, host, FAST_RESULT)
+        if fast is None or (isinstance(fast, dict) and fast.get('skipped')):
+            fast = elsewhere.get(host, fast)
+        entries.append({'host': host, 'slurm_name': _slurm_name(hostvars, host), 'fast': fast, 'state': result})
     try:
-        return quarantine.quarantine_plan(nodes, int(fast_level), int(long_level))
+        return quarantine.quarantine_plan(entries, int(fast_level), int(long_level))
     except (quarantine.QuarantineError, dcgm.DcgmDiagError) as err:
         raise AnsibleFilterError(f'dcgm_quarantine_plan: {err}') from err
 

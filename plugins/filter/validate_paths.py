@@ -31,13 +31,23 @@ def _params(facts, defaults):
         value = facts.get(name)
         return defaults.get(name) if value is None else value
     nvidia_smi, sysfs_root = setting('validate_nvidia_smi'), setting('validate_sysfs_root')
-    return {
+    params = {
         'gpu_topology': {'profile': facts.get('gpu_profile') or None, 'expected': facts.get('gpu_expected') or {},
                          'nvidia_smi_path': nvidia_smi},
         'rdma_links': {'sysfs_root': sysfs_root, 'expected': facts.get('rdma_expected') or {}},
         'kernel_faults': {'source': setting('validate_kernel_faults_source'), 'nvidia_smi_path': nvidia_smi,
                           'sysfs_root': sysfs_root},
     }
+    if _true(defaults.get('validate_dcgm')):
+        # The DCGM stage's fast tier in the same step, with the options dcgm.yml gives the module.
+        params['dcgm_diag'] = {'level': int(setting('validate_dcgm_fast_level')),
+                               'timeout': int(setting('validate_dcgm_fast_timeout')),
+                               'dcgmi_path': setting('validate_dcgm_dcgmi')}
+    return params
+
+
+def _true(value):
+    return value is True or str(value).strip().lower() in ('true', 'yes', 'on', '1')
 
 
 def validate_hardware_plan(nodes, hostvars, scontrol, mode, options, defaults):
@@ -48,13 +58,18 @@ def validate_hardware_plan(nodes, hostvars, scontrol, mode, options, defaults):
     if missing:
         raise AnsibleFilterError(f"validate_hardware_plan: defaults must give {', '.join(missing)}")
     params, gpus, textfile_dirs = {}, {}, {}
+    options = dict(options or {})
     try:
         for host in nodes:
             facts = _facts(hostvars, host)
             params[host] = _params(facts, defaults)
             textfile_dirs[host] = str(facts.get('monitoring_textfile_dir') or defaults['monitoring_textfile_dir'])
             gpus[host] = int(_catalog.node_gpus(str(host), facts)['gpu_count'] or 0) if facts else 0
-        return _paths.plan(nodes, _paths.slurm_names(hostvars, nodes), params, gpus, scontrol, str(mode), options or {},
+            if 'dcgm_diag' in params[host]:
+                # The step's time covers the fast DCGM diagnostic's own limit and the three validators' (30 s each).
+                needed = -(-(params[host]['dcgm_diag']['timeout'] + 90) // 60)
+                options['time_minutes'] = max(int(options.get('time_minutes') or 5), needed)
+        return _paths.plan(nodes, _paths.slurm_names(hostvars, nodes), params, gpus, scontrol, str(mode), options,
                            textfile_dirs)
     except (_paths.PlanError, ValueError) as err:
         raise AnsibleFilterError(f'validate_hardware_plan: {err}') from err
@@ -72,6 +87,29 @@ def validate_slurm_results(plan, runs, hostvars):
         raise AnsibleFilterError(f'validate_slurm_results: {err}') from err
     results.update(_paths.not_validated(plan, validators))
     return results
+
+
+def validate_slurm_dcgm(plan, runs, hostvars):
+    """{node: dcgm_diag result} of the fast DCGM diagnostic the Slurm steps ran (validate_dcgm): what the dcgm.yml
+    task registers on a node of the Ansible path. Empty when the steps did not run it."""
+    ran = {host for step in (plan or {}).get('steps') or [] if 'dcgm_diag' in (step.get('validators') or [])
+           for host in step['hosts']}
+    if not ran:
+        return {}
+    hosts = [host for step in (plan or {}).get('steps') or [] for host in step['hosts']]
+    try:
+        results = _paths.node_results(plan, list(runs or []), _paths.slurm_names(hostvars, hosts), ['dcgm_diag'])
+    except _paths.PlanError as err:
+        raise AnsibleFilterError(f'validate_slurm_dcgm: {err}') from err
+    found = {}
+    for host, result in results.items():
+        if host in ran:
+            result = result['dcgm_diag']
+            # A node that printed nothing is not reached, as an unreachable node on the Ansible path (its hardware
+            # results say it failed); a diagnostic that could not run has its `error` verdict.
+            unreached = result.get('failed') and 'verdict' not in result
+            found[host] = {'unreachable': True, 'msg': result['msg']} if unreached else result
+    return found
 
 
 def validate_metrics_plan(plan, scontrol, hostvars):
@@ -104,6 +142,7 @@ class FilterModule:
         return {
             'validate_hardware_plan': validate_hardware_plan,
             'validate_slurm_results': validate_slurm_results,
+            'validate_slurm_dcgm': validate_slurm_dcgm,
             'validate_metrics_payload': validate_metrics_payload,
             'validate_metrics_plan': validate_metrics_plan,
         }

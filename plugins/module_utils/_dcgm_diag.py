@@ -616,6 +616,49 @@ def run_diag(dcgmi: str, level: int, timeout: t.Optional[float] = None, gpus: t.
     return result
 
 
+# --- the dcgm_diag module's work, also run by llmforge-validate-node (validate.yml's Slurm path) ----
+
+def empty_result(level: int, argv: t.Sequence[str] = ()) -> t.Dict[str, t.Any]:
+    """What the dcgm_diag module returns beside its message when it could not judge the node."""
+    return dict(verdict=ERROR, healthy=False, reason='', level=level, failing_gpus=[], messages=[], counts={},
+                tests=[], dcgm_version=None, driver_version=None, runtime_error=None, exit_code=None,
+                duration_seconds=None, command=list(argv), changed=False)
+
+
+def module_work(params: t.Mapping[str, t.Any], current: t.Any) -> t.Dict[str, t.Any]:
+    """The dcgm_diag module's result for `params` (its options: level, timeout, dcgmi_path, output, gpus,
+    reason_prefix), as it returns it with fail_on_mismatch false. DcgmDiagError, naming the option, when it cannot
+    judge the node; `current.what` says what was being read, `current.argv` the command (for the error's result)."""
+    level = check_level(params['level'])
+    timeout = params.get('timeout')
+    timeout = DEFAULT_TIMEOUTS[level] if timeout is None else timeout
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise DcgmDiagError(f'timeout must be a positive number of seconds, got {timeout}')
+    gpus = params.get('gpus')
+    if any(isinstance(gpu, bool) or not isinstance(gpu, int) or gpu < 0 for gpu in gpus or []):
+        raise DcgmDiagError(f'gpus must be GPU indices (0 or more), got {gpus}')
+    prefix = params.get('reason_prefix') or REASON_PREFIX
+    current.argv = []
+    if params.get('output'):
+        current.what = f"the saved dcgmi diag output {params['output']}"
+        try:
+            with open(params['output'], encoding='utf-8', errors='replace') as handle:
+                text = handle.read()
+        except OSError as err:
+            raise DcgmDiagError(f"cannot read output {params['output']}: {err.strerror or err}") from None
+        try:
+            result = parse(text, level, prefix)
+        except DcgmDiagError as err:
+            raise DcgmDiagError(f"{params['output']}: {err}") from None
+    else:
+        dcgmi = str(params.get('dcgmi_path') or 'dcgmi')
+        current.argv = command(dcgmi, level, gpus)
+        current.what = f"the output of '{' '.join(current.argv)}'"
+        result = run_diag(dcgmi, level, timeout, gpus, prefix)
+    current.what = 'the dcgmi diag result'
+    return dict(result.as_dict(), command=current.argv, changed=False)
+
+
 # --- as a node validator (_validators.py): level 1 in the health check ------------------------------
 
 # Level 1 takes seconds; its own limit in a health check defaults to this (Slurm kills one after 60 s).

@@ -10,7 +10,9 @@ work functions (each validator's ``module_work``) and the result a module return
 ``fail_on_mismatch: false`` (`outcome`), so the two paths give the report the same results.
 
 A stage's parameters are the modules' options, by validator name (``{"gpu_topology": {"profile": "h100-sxm"},
-...}``); an option left out takes the module's default (DEFAULTS).
+...}``); an option left out takes the module's default (DEFAULTS). The DCGM stage's fast tier (the dcgm_diag module,
+``dcgmi diag -r <fast level>``) is OPTIONAL: it runs in the same step when its options are given (validate.yml with
+validate_dcgm), so a node on the Slurm path needs no Ansible task for it either.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import traceback
 import typing as t
 
+from ansible_collections.llmforge.cluster.plugins.module_utils import _dcgm_diag as dcgm
 from ansible_collections.llmforge.cluster.plugins.module_utils import _gpu_topology as gpu
 from ansible_collections.llmforge.cluster.plugins.module_utils import _kernel_log as kernel_log
 from ansible_collections.llmforge.cluster.plugins.module_utils import _rdma_links as rdma
@@ -31,19 +34,27 @@ DEFAULTS: t.Mapping[str, t.Mapping[str, t.Any]] = {
     'kernel_faults': {'source': kernel_log.JOURNAL, 'journalctl_path': 'journalctl', 'state_file': None,
                       'since': None, 'boot_id_file': kernel_log.DEFAULT_BOOT_ID_FILE, 'gpus': None,
                       'nvidia_smi_path': 'nvidia-smi', 'sysfs_root': '/sys', 'timeout': 30},
+    'dcgm_diag': {'level': 1, 'timeout': None, 'dcgmi_path': 'dcgmi', 'output': None, 'gpus': None,
+                  'reason_prefix': dcgm.REASON_PREFIX},
 }
-# Each validator's work (the function its module runs) and its empty result and errors.
+# Each validator's work (the function its module runs) and its empty result (for the options it ran with).
 WORK: t.Mapping[str, t.Callable[[t.Mapping[str, t.Any], Input], dict[str, t.Any]]] = {
     'gpu_topology': gpu.module_work,
     'rdma_links': rdma.module_work,
     'kernel_faults': kernel_log.module_work,
+    'dcgm_diag': dcgm.module_work,
 }
-EMPTY: t.Mapping[str, t.Mapping[str, t.Any]] = {
-    'gpu_topology': gpu.EMPTY_RESULT,
-    'rdma_links': rdma.EMPTY_RESULT,
-    'kernel_faults': kernel_log.EMPTY_RESULT,
+EMPTY: t.Mapping[str, t.Callable[[t.Mapping[str, t.Any], Input], t.Mapping[str, t.Any]]] = {
+    'gpu_topology': lambda params, current: gpu.EMPTY_RESULT,
+    'rdma_links': lambda params, current: rdma.EMPTY_RESULT,
+    'kernel_faults': lambda params, current: kernel_log.EMPTY_RESULT,
+    'dcgm_diag': lambda params, current: dcgm.empty_result(params['level'], getattr(current, 'argv', ())),
 }
-STAGE = tuple(DEFAULTS)
+# The validators every run of the stage has, and the ones it runs when their options are given.
+STAGE = ('gpu_topology', 'rdma_links', 'kernel_faults')
+OPTIONAL = ('dcgm_diag',)
+# The errors that mean bad input or a failed reading, by validator (the node validators' registry has the others).
+ERRORS: t.Mapping[str, tuple[type, ...]] = {'dcgm_diag': (dcgm.DcgmDiagError,)}
 
 
 class StageError(ValueError):
@@ -63,13 +74,14 @@ def outcome(name: str, params: t.Mapping[str, t.Any]) -> dict[str, t.Any]:
     ``failed`` with ``msg`` and the empty result when it could not judge the node."""
     current = Input()
     # The exceptions that mean bad input or a failed reading (the registry's, as the module's): their message.
-    errors = validators.registry()[name].errors
+    errors = ERRORS.get(name) or validators.registry()[name].errors
     try:
         result = WORK[name](params, current)
     except errors as err:
-        return dict(EMPTY[name], failed=True, msg=str(err))
+        return dict(EMPTY[name](params, current), failed=True, msg=str(err))
     except Exception as err:  # pylint: disable=broad-except  # the modules' last resort, as a result
-        return dict(EMPTY[name], failed=True, msg=describe(err, current.what), exception=traceback.format_exc())
+        return dict(EMPTY[name](params, current), failed=True, msg=describe(err, current.what),
+                    exception=traceback.format_exc())
     return dict(result, changed=result.get('changed', False))
 
 
@@ -77,11 +89,12 @@ def checked_params(given: t.Any) -> dict[str, dict[str, t.Any]]:
     """The stage's parameters with the modules' defaults filled in; StageError names a wrong validator or option."""
     if not isinstance(given, t.Mapping):
         raise StageError(f'the hardware stage parameters must be an object of validator name to options, got {given!r}')
-    unknown = sorted(set(given) - set(STAGE))
+    unknown = sorted(set(given) - set(STAGE) - set(OPTIONAL))
     if unknown:
-        raise StageError(f"unknown validator(s) {', '.join(map(str, unknown))}; the hardware stage runs {', '.join(STAGE)}")
+        raise StageError(f"unknown validator(s) {', '.join(map(str, unknown))}; the hardware stage runs "
+                         f"{', '.join(STAGE)} and, when given, {', '.join(OPTIONAL)}")
     params = {}
-    for name in STAGE:
+    for name in STAGE + tuple(name for name in OPTIONAL if name in given):
         options = given.get(name) or {}
         if not isinstance(options, t.Mapping):
             raise StageError(f'{name}: its options must be an object, got {options!r}')
@@ -89,7 +102,7 @@ def checked_params(given: t.Any) -> dict[str, dict[str, t.Any]]:
         if extra:
             raise StageError(f"{name}: unknown option(s) {', '.join(map(str, extra))}; known: {', '.join(DEFAULTS[name])}")
         merged = dict(DEFAULTS[name], **{key: value for key, value in options.items() if value is not None})
-        for option in ('nvidia_smi_path', 'journalctl_path'):
+        for option in ('nvidia_smi_path', 'journalctl_path', 'dcgmi_path'):
             if option in merged:
                 merged[option] = command_path(str(merged[option]))
         params[name] = merged
@@ -97,6 +110,7 @@ def checked_params(given: t.Any) -> dict[str, dict[str, t.Any]]:
 
 
 def node_results(given: t.Any) -> dict[str, dict[str, t.Any]]:
-    """`{validator: result}` of this node: the three modules' results, as the Ansible path registers them."""
+    """`{validator: result}` of this node: the three modules' results (and the fast DCGM diagnostic's when its
+    options are given), as the Ansible path registers them."""
     params = checked_params(given)
-    return {name: outcome(name, params[name]) for name in STAGE}
+    return {name: outcome(name, params[name]) for name in params}

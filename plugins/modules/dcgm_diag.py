@@ -258,45 +258,19 @@ def main():
         ),
         supports_check_mode=True,
     )
-    params = module.params
-    level = params['level']
-    empty = dict(verdict=dcgm.ERROR, healthy=False, reason='', level=level, failing_gpus=[], messages=[], counts={},
-                 tests=[], dcgm_version=None, driver_version=None, runtime_error=None, exit_code=None,
-                 duration_seconds=None, command=[], changed=False)
-    timeout = params['timeout'] if params['timeout'] is not None else dcgm.DEFAULT_TIMEOUTS[level]
-    if timeout <= 0:
-        module.fail_json(msg=f'timeout must be a positive number of seconds, got {timeout}', **empty)
-    if any(gpu < 0 for gpu in params['gpus'] or []):
-        module.fail_json(msg=f"gpus must be GPU indices (0 or more), got {params['gpus']}", **empty)
-    with errors.last_resort(module.fail_json, **empty) as handling:
-        argv = []
+    params = dict(module.params)
+    if '/' not in params['dcgmi_path']:
+        params['dcgmi_path'] = module.get_bin_path(params['dcgmi_path'], opt_dirs=['/usr/bin', '/usr/local/bin']) \
+            or params['dcgmi_path']
+    with errors.last_resort(module.fail_json, **dcgm.empty_result(params['level'])) as current:
+        current.argv = []
         try:
-            if params['output']:
-                handling.what = f"the saved dcgmi diag output {params['output']}"
-                try:
-                    with open(params['output'], encoding='utf-8', errors='replace') as handle:
-                        text = handle.read()
-                except OSError as err:
-                    module.fail_json(msg=f"cannot read output {params['output']}: {err.strerror or err}", **empty)
-                try:
-                    result = dcgm.parse(text, level, params['reason_prefix'])
-                except dcgm.DcgmDiagError as err:
-                    raise dcgm.DcgmDiagError(f"{params['output']}: {err}") from None
-            else:
-                dcgmi = params['dcgmi_path']
-                if '/' not in dcgmi:
-                    dcgmi = module.get_bin_path(dcgmi, opt_dirs=['/usr/bin', '/usr/local/bin']) or dcgmi
-                argv = dcgm.command(dcgmi, level, params['gpus'])
-                handling.what = f"the output of '{' '.join(argv)}'"
-                result = dcgm.run_diag(dcgmi, level, timeout, params['gpus'], params['reason_prefix'])
+            outcome = dcgm.module_work(params, current)
         except dcgm.DcgmDiagError as err:
-            empty['command'] = argv
-            module.fail_json(msg=str(err), **empty)
-        handling.what = 'the dcgmi diag result'
-        outcome = dict(result.as_dict(), command=argv, changed=False)
-        if params['fail_on_mismatch'] and not result.healthy:
-            details = '; '.join(result.messages[:5])
-            module.fail_json(msg=result.reason + (f' ({details})' if details else ''), **outcome)
+            module.fail_json(msg=str(err), **dcgm.empty_result(params['level'], current.argv))
+        if params['fail_on_mismatch'] and not outcome['healthy']:
+            details = '; '.join(outcome['messages'][:5])
+            module.fail_json(msg=outcome['reason'] + (f' ({details})' if details else ''), **outcome)
     module.exit_json(**outcome)
 
 

@@ -131,7 +131,7 @@ def _steps(nodes: t.Sequence[str], slurm_names: t.Mapping[str, str], params: t.M
         srun = srun_argv(nodelist, len(names), count, options)
         program = str(options.get('program') or PROGRAM)
         steps.append({'hosts': hosts, 'nodelist': nodelist, 'srun': srun, 'program': program, 'textfile_dir': textfile_dir,
-                      'gpus': count,
+                      'gpus': count, 'validators': sorted(stage_params), 'time_minutes': int(options.get('time_minutes') or 5),
                       'argv': srun + [program, '--params', json.dumps(stage_params, sort_keys=True, separators=(',', ':'))]})
     return steps
 

@@ -15,8 +15,10 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmforge.cluster.plugins.filter.slurm_drain import drain_decisions
+from ansible_collections.llmforge.cluster.plugins.filter.dcgm import dcgm_quarantine_plan
 from ansible_collections.llmforge.cluster.plugins.filter.validate_paths import (
-    validate_hardware_plan, validate_metrics_payload, validate_metrics_plan, validate_slurm_results)
+    validate_hardware_plan, validate_metrics_payload, validate_metrics_plan, validate_slurm_dcgm,
+    validate_slurm_results)
 from ansible_collections.llmforge.cluster.plugins.module_utils import _hardware_stage as stage
 from ansible_collections.llmforge.cluster.plugins.module_utils.programs import _validate_node as program
 from ansible_collections.llmforge.cluster.plugins.plugin_utils import _report as rep
@@ -25,6 +27,8 @@ from node_install import install, run_launcher
 
 TESTS = pathlib.Path(__file__).resolve().parents[1]
 GPU = TESTS / 'fixtures' / 'gpu'
+DCGM_FIXTURES = TESTS / 'fixtures' / 'dcgm'
+DCGMI_SHIM = TESTS.parent / 'molecule' / 'resources' / 'files' / 'dcgmi_shim.py'
 KERNEL_LOG = TESTS / 'fixtures' / 'kernel_log' / 'dmesg-raw.txt'
 _spec = importlib.util.spec_from_file_location('make_sysfs_trees', TESTS / 'fixtures' / 'rdma' / 'make_sysfs_trees.py')
 sysfs_trees = importlib.util.module_from_spec(_spec)
@@ -274,3 +278,73 @@ def test_nodes_a_stage_drained_meanwhile_write_their_metrics_with_ansible():
     assert metrics['steps'][0]['srun'][-1] == '--gres=gpu:8'
     unanswered = validate_metrics_plan(plan, {'rc': 1, 'stdout': '', 'stderr': 'down'}, hostvars)
     assert unanswered['steps'] == [] and sorted(unanswered['ansible']) == sorted(plan['ansible'] + plan['slurm'])
+
+
+DCGM_DEFAULTS = dict(DEFAULTS, validate_dcgm=True, validate_dcgm_fast_level=1, validate_dcgm_fast_timeout=240,
+                     validate_dcgm_dcgmi='dcgmi')
+
+
+def test_with_validate_dcgm_the_step_runs_the_fast_diagnostic_as_the_module_does(nodes, installed, tmp_path):
+    """validate_dcgm: the fast DCGM diagnostic runs in the hardware stage's step (its time covering the diagnostic's
+    limit), each node's result read back as the dcgm_diag task registers it on the Ansible path, and the quarantine
+    reads it from there; a node that printed nothing is not reached, as an unreachable node."""
+    hostvars = {'gpu1': {'gpu_profile': 'h200-sxm-8'}, 'gpu6': {'gpu_profile': 'h200-sxm-8'}}
+    states = {'rc': 0, 'stdout': STATES}
+    plan = validate_hardware_plan(list(hostvars), hostvars, states, 'auto', OPTIONS, DCGM_DEFAULTS)
+    (step,) = plan['steps']
+    assert step['validators'] == ['dcgm_diag', 'gpu_topology', 'kernel_faults', 'rdma_links']
+    assert json.loads(step['argv'][-1])['dcgm_diag'] == {'level': 1, 'timeout': 240, 'dcgmi_path': 'dcgmi'}
+    assert '--time=6' in step['argv'] and step['time_minutes'] == 6  # 240 s + 90 s, above OPTIONS' 3 minutes
+    plain = validate_hardware_plan(list(hostvars), hostvars, states, 'auto', OPTIONS, DEFAULTS)
+    assert 'dcgm_diag' not in plain['steps'][0]['validators'] and validate_slurm_dcgm(plain, [{'rc': 0}], hostvars) == {}
+
+    state = tmp_path / 'dcgm-state'
+    state.mkdir()
+    (state / 'dcgmi-diag-1').write_text('l1-fail\n', encoding='utf-8')
+    env = dict(os.environ, DCGMI_SHIM_FIXTURES=str(DCGM_FIXTURES), DCGMI_SHIM_STATE=str(state))
+    env.pop('PYTHONPATH', None)
+    params = dict(nodes['gpu1'], dcgm_diag={'level': 1, 'timeout': 60, 'dcgmi_path': str(DCGMI_SHIM)})
+    done = run_launcher('programs._validate_node', installed, '--params', json.dumps(params), '--node', 'gpu1', env=env)
+    assert done.returncode == 0, done.stderr
+    mine = program.parse_output(done.stdout)['gpu1']
+    assert set(mine) == {'gpu_topology', 'rdma_links', 'kernel_faults', 'dcgm_diag'}
+    theirs = run_module('dcgm_diag', dict(params['dcgm_diag'], fail_on_mismatch=False), env=env)
+    # What Ansible adds to any module's result, and the run's own duration, aside.
+    theirs = {key: value for key, value in theirs.items() if key not in ('_ansible_no_log', 'action', 'invocation')}
+    assert dict(mine['dcgm_diag'], duration_seconds=0) == dict(theirs, duration_seconds=0)
+    assert theirs['verdict'] == 'fail', theirs
+
+    runs = [{'rc': 0, 'stdout': done.stdout, 'stderr': ''}]
+    found = validate_slurm_dcgm(plan, runs, hostvars)
+    assert found['gpu1'] == mine['dcgm_diag']
+    assert found['gpu6'] == {'unreachable': True, 'msg': 'no result from the Slurm step on gpu6 (srun exit status 0: '
+                                                        'no error output)'}
+    quarantine = {entry['host']: entry for entry in dcgm_quarantine_plan(
+        states, hostvars, 1, 3, nodes=['gpu1', 'gpu6'], fast_results=found)}
+    assert quarantine['gpu1']['candidate'] and quarantine['gpu1']['drain'] and quarantine['gpu1']['reason'] == (
+        'llmforge: dcgm L3 pending: L1 fail: software GPU3')
+    assert not quarantine['gpu6']['candidate'] and quarantine['gpu6']['why'] == 'no level-1 result (node not reached)'
+
+
+def test_the_quarantine_reads_every_node_in_one_command():
+    """dcgm_quarantine_plan with `nodes` reads one `scontrol show node --oneliner` as the per-node loop did; a node's
+    own registered fast result comes before the Slurm path's; no Slurm to ask: no node is known to it."""
+    hostvars = {'gpu1': {}, 'gpu2': {'__validate_dcgm_fast': {'verdict': 'pass', 'reason': ''}}, 'gpu7': {
+        'validate_slurm_node_name': 'node-b7'}, 'gpu8': {}}
+    failing = {'verdict': 'fail', 'reason': 'llmforge: dcgm L1 fail: software GPU3', 'failing_gpus': [3]}
+    elsewhere = {'gpu1': {'verdict': 'pass', 'reason': ''}, 'gpu2': failing, 'gpu7': failing}
+    plan = {entry['host']: entry for entry in dcgm_quarantine_plan(
+        {'rc': 0, 'stdout': STATES}, hostvars, 1, 3, nodes=list(hostvars), fast_results=elsewhere)}
+    assert not plan['gpu1']['candidate'] and plan['gpu1']['slurm']
+    # gpu2's own task passed (and it is drained for another of our checks): left as it is.
+    assert plan['gpu2']['fast']['verdict'] == 'pass' and not plan['gpu2']['candidate']
+    assert plan['gpu7']['candidate'] and plan['gpu7']['slurm_name'] == 'node-b7' and plan['gpu7']['drain']
+    assert not plan['gpu8']['slurm'] and plan['gpu8']['fast'] is None  # not in Slurm, not reached
+    loop = [{'rc': 0, 'stdout': line, 'item': host} for host, line in
+            (('gpu1', STATES.splitlines()[0]), ('gpu2', STATES.splitlines()[1]), ('gpu7', STATES.splitlines()[6]))]
+    loop.append({'rc': 1, 'stdout': '', 'item': 'gpu8'})
+    assert dcgm_quarantine_plan(loop, hostvars, 1, 3, fast_results=elsewhere) == list(plan.values())
+    for unread in ({'skipped': True}, {'rc': 1, 'stdout': ''}):
+        unknown = dcgm_quarantine_plan(unread, hostvars, 1, 3, nodes=list(hostvars), fast_results=elsewhere)
+        assert not any(entry['slurm'] for entry in unknown)
+        assert [entry['host'] for entry in unknown if entry['candidate']] == ['gpu7']

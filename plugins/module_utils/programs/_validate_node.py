@@ -4,7 +4,8 @@
 
 On a running cluster validate.yml starts the hardware stage as one `srun` step across the idle GPU nodes (one task
 per node) instead of three Ansible tasks per node: each node runs this program, which runs the same validators
-with the same code as the gpu_topology, rdma_links and kernel_faults modules (module_utils/_hardware_stage.py) and
+with the same code as the gpu_topology, rdma_links and kernel_faults modules (and, with validate_dcgm, the fast tier
+of the dcgm_diag module: module_utils/_hardware_stage.py) and
 prints ``{"node": ..., "results": {validator: result}}`` as JSON in short numbered lines
 (``llmforge-validate-node <node> 1/12 <piece>``) that the control host reads back from srun's output
 (`parse_output`). The results are what the modules would have returned, so the report is the same.
