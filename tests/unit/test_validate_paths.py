@@ -301,14 +301,15 @@ def test_with_validate_dcgm_the_step_runs_the_fast_diagnostic_as_the_module_does
     state = tmp_path / 'dcgm-state'
     state.mkdir()
     (state / 'dcgmi-diag-1').write_text('l1-fail\n', encoding='utf-8')
-    env = dict(os.environ, DCGMI_SHIM_FIXTURES=str(DCGM_FIXTURES), DCGMI_SHIM_STATE=str(state))
-    env.pop('PYTHONPATH', None)
+    shim = {'DCGMI_SHIM_FIXTURES': str(DCGM_FIXTURES), 'DCGMI_SHIM_STATE': str(state)}
+    env = {key: value for key, value in os.environ.items() if key != 'PYTHONPATH'}
     params = dict(nodes['gpu1'], dcgm_diag={'level': 1, 'timeout': 60, 'dcgmi_path': str(DCGMI_SHIM)})
-    done = run_launcher('programs._validate_node', installed, '--params', json.dumps(params), '--node', 'gpu1', env=env)
+    done = run_launcher('programs._validate_node', installed, '--params', json.dumps(params), '--node', 'gpu1',
+                        env=dict(env, **shim))
     assert done.returncode == 0, done.stderr
     mine = program.parse_output(done.stdout)['gpu1']
     assert set(mine) == {'gpu_topology', 'rdma_links', 'kernel_faults', 'dcgm_diag'}
-    theirs = run_module('dcgm_diag', dict(params['dcgm_diag'], fail_on_mismatch=False), env=env)
+    theirs = run_module('dcgm_diag', dict(params['dcgm_diag'], fail_on_mismatch=False), env=shim)
     # What Ansible adds to any module's result, and the run's own duration, aside.
     theirs = {key: value for key, value in theirs.items() if key not in ('_ansible_no_log', 'action', 'invocation')}
     assert dict(mine['dcgm_diag'], duration_seconds=0) == dict(theirs, duration_seconds=0)
