@@ -318,8 +318,8 @@ def test_with_validate_dcgm_the_step_runs_the_fast_diagnostic_as_the_module_does
     runs = [{'rc': 0, 'stdout': done.stdout, 'stderr': ''}]
     found = validate_slurm_dcgm(plan, runs, hostvars)
     assert found['gpu1'] == mine['dcgm_diag']
-    assert found['gpu6'] == {'unreachable': True, 'msg': 'no result from the Slurm step on gpu6 (srun exit status 0: '
-                                                        'no error output)'}
+    silent = 'no result from the Slurm step on gpu6 (srun exit status 0: no error output)'
+    assert found['gpu6'] == {'unreachable': True, 'msg': silent}
     quarantine = {entry['host']: entry for entry in dcgm_quarantine_plan(
         states, hostvars, 1, 3, nodes=['gpu1', 'gpu6'], fast_results=found)}
     assert quarantine['gpu1']['candidate'] and quarantine['gpu1']['drain'] and quarantine['gpu1']['reason'] == (
