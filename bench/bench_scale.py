@@ -39,6 +39,7 @@ slowest node's run, which on a node with cores to itself is its wall time at mos
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import pathlib
 import resource
@@ -278,7 +279,6 @@ PULL_LAST_RUN = pathlib.Path.home() / '.cache/llmforge/pull/last-run.json'
 def pulled_changes(count: int, log_path: pathlib.Path) -> int:
     """What the copies changed in a pull run, from the control host's record of the step (they are not in the
     recap); stops unless every one of the `count` copies pulled and converged."""
-    import json  # only here: the other kinds read the recap
     outcomes = json.loads(PULL_LAST_RUN.read_text(encoding='utf-8'))['outcomes']
     wanted = {host(index) for index in range(1, count + 1)}
     if set(outcomes) != wanted or any(outcome['status'] not in ('ok', 'changed') for outcome in outcomes.values()):

@@ -12,6 +12,7 @@ from ansible_collections.llmforge.cluster.plugins.plugin_utils._lazy_module_util
 dcgm = module_utils('_dcgm_diag')
 drain = module_utils('_slurm_drain')
 quarantine = plugin_utils('_dcgm_quarantine')
+paths = plugin_utils('_validate_paths')
 
 FAST_RESULT = '__validate_dcgm_fast'
 LONG_RESULT = '__validate_dcgm_long'
@@ -28,16 +29,12 @@ def _fact(hostvars, host, variable):
     return facts.get(variable) if hasattr(facts, 'get') else None
 
 
-def _slurm_name(hostvars, host):
-    return _fact(hostvars, host, 'validate_slurm_node_name') or host
-
-
 def _read_states(states, hosts, hostvars):
     """The per-node results a `scontrol show node <name> -o` loop over `hosts` registers, from the registered result
     of one `scontrol show node --oneliner` (skipped or failed: no node is known to Slurm)."""
     if not isinstance(states, dict):
         raise AnsibleFilterError(f'dcgm_quarantine_plan: expected the registered scontrol result, got {type(states).__name__}')
-    entries = [{'slurm_name': _slurm_name(hostvars, host), 'host': host} for host in hosts]
+    entries = [{'slurm_name': name, 'host': host} for host, name in paths.slurm_names(hostvars, hosts).items()]
     if states.get('skipped') or states.get('rc') != 0:
         return [{'skipped': True, 'item': host} for host in hosts]
     return [dict(read, item=read['item']['host']) for read in drain.read_states(entries, str(states.get('stdout') or ''))]
@@ -50,13 +47,15 @@ def dcgm_quarantine_plan(states, hostvars, fast_level, long_level, nodes=None, f
     if nodes is not None:
         states = _read_states(states, list(nodes), hostvars)
     elsewhere = fast_results if isinstance(fast_results, dict) else {}
+    results = _registered(states, 'dcgm_quarantine_plan')
+    names = paths.slurm_names(hostvars, [result.get('item') for result in results])
     entries = []
-    for result in _registered(states, 'dcgm_quarantine_plan'):
+    for result in results:
         host = result.get('item')
         fast = _fact(hostvars, host, FAST_RESULT)
         if fast is None or (isinstance(fast, dict) and fast.get('skipped')):
             fast = elsewhere.get(host, fast)
-        entries.append({'host': host, 'slurm_name': _slurm_name(hostvars, host), 'fast': fast, 'state': result})
+        entries.append({'host': host, 'slurm_name': names[host], 'fast': fast, 'state': result})
     try:
         return quarantine.quarantine_plan(entries, int(fast_level), int(long_level))
     except (quarantine.QuarantineError, dcgm.DcgmDiagError) as err:

@@ -38,16 +38,12 @@ def _params(facts, defaults):
         'kernel_faults': {'source': setting('validate_kernel_faults_source'), 'nvidia_smi_path': nvidia_smi,
                           'sysfs_root': sysfs_root},
     }
-    if _true(defaults.get('validate_dcgm')):
+    if defaults.get('validate_dcgm') is True:
         # The DCGM stage's fast tier in the same step, with the options dcgm.yml gives the module.
         params['dcgm_diag'] = {'level': int(setting('validate_dcgm_fast_level')),
                                'timeout': int(setting('validate_dcgm_fast_timeout')),
                                'dcgmi_path': setting('validate_dcgm_dcgmi')}
     return params
-
-
-def _true(value):
-    return value is True or str(value).strip().lower() in ('true', 'yes', 'on', '1')
 
 
 def validate_hardware_plan(nodes, hostvars, scontrol, mode, options, defaults):

@@ -629,6 +629,7 @@ def module_work(params: t.Mapping[str, t.Any], current: t.Any) -> t.Dict[str, t.
     """The dcgm_diag module's result for `params` (its options: level, timeout, dcgmi_path, output, gpus,
     reason_prefix), as it returns it with fail_on_mismatch false. DcgmDiagError, naming the option, when it cannot
     judge the node; `current.what` says what was being read, `current.argv` the command (for the error's result)."""
+    current.argv = []
     level = check_level(params['level'])
     timeout = params.get('timeout')
     timeout = DEFAULT_TIMEOUTS[level] if timeout is None else timeout
@@ -638,7 +639,6 @@ def module_work(params: t.Mapping[str, t.Any], current: t.Any) -> t.Dict[str, t.
     if any(isinstance(gpu, bool) or not isinstance(gpu, int) or gpu < 0 for gpu in gpus or []):
         raise DcgmDiagError(f'gpus must be GPU indices (0 or more), got {gpus}')
     prefix = params.get('reason_prefix') or REASON_PREFIX
-    current.argv = []
     if params.get('output'):
         current.what = f"the saved dcgmi diag output {params['output']}"
         try:

@@ -48,7 +48,7 @@ EMPTY: t.Mapping[str, t.Callable[[t.Mapping[str, t.Any], Input], t.Mapping[str, 
     'gpu_topology': lambda params, current: gpu.EMPTY_RESULT,
     'rdma_links': lambda params, current: rdma.EMPTY_RESULT,
     'kernel_faults': lambda params, current: kernel_log.EMPTY_RESULT,
-    'dcgm_diag': lambda params, current: dcgm.empty_result(params['level'], getattr(current, 'argv', ())),
+    'dcgm_diag': lambda params, current: dcgm.empty_result(params['level'], current.argv),
 }
 # The validators every run of the stage has, and the ones it runs when their options are given.
 STAGE = ('gpu_topology', 'rdma_links', 'kernel_faults')

@@ -263,7 +263,6 @@ def main():
         params['dcgmi_path'] = module.get_bin_path(params['dcgmi_path'], opt_dirs=['/usr/bin', '/usr/local/bin']) \
             or params['dcgmi_path']
     with errors.last_resort(module.fail_json, **dcgm.empty_result(params['level'])) as current:
-        current.argv = []
         try:
             outcome = dcgm.module_work(params, current)
         except dcgm.DcgmDiagError as err:
